@@ -1,0 +1,90 @@
+# trainstack.cluster — one entry point for set-up, the lab, tests and benchmarks.
+# `make demo` and `make test` do all set-up themselves (root on Debian 12 / Ubuntu 22.04+).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV        ?= $(CURDIR)/.venv
+PY          := $(VENV)/bin/python
+BIN         := $(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
+COLLECTION_LINK := $(ANSIBLE_COLLECTIONS_PATH)/ansible_collections/trainstack/cluster
+LAB_NODES   ?= 3
+PYTEST_ARGS ?=
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+
+# ---------------------------------------------------------------- set-up
+.PHONY: host-deps venv collection-link setup
+host-deps: ## install system packages (root, Debian/Ubuntu only; idempotent)
+	@scripts/host-deps.sh
+
+$(VENV)/.stamp: requirements.txt $(wildcard requirements-*.txt)
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt $(addprefix -r ,$(wildcard requirements-*.txt))
+	touch $@
+
+venv: $(VENV)/.stamp ## controller virtualenv from pinned requirements
+
+# The repository is the collection root; expose it under a collections path so FQCNs resolve in place.
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn $(CURDIR) $@
+
+collection-link: $(COLLECTION_LINK)
+
+setup: host-deps venv collection-link ## everything `make demo` and `make test` need
+
+# ---------------------------------------------------------------- collection
+.PHONY: build
+build: setup ## build trainstack-cluster-<version>.tar.gz into build/
+	mkdir -p build
+	$(BIN)/ansible-galaxy collection build --force --output-path build .
+
+# ---------------------------------------------------------------- lab
+.PHONY: lab-up lab-status lab-down
+lab-up: setup ## start the local LXC lab (LAB_NODES=3: one head, rest compute)
+	$(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES)
+
+lab-status: setup ## show lab nodes, their systemd state and addresses
+	$(BIN)/ansible-playbook trainstack.cluster.lab_status
+
+lab-down: setup ## remove lab containers, bridge, keys and processes
+	$(BIN)/ansible-playbook trainstack.cluster.lab_down
+
+# ---------------------------------------------------------------- tests
+.PHONY: lint unit molecule integration test test-slow
+lint: setup ## ansible-lint (production), yamllint, ruff, syntax checks
+	$(BIN)/yamllint -s .
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/ansible-lint --offline
+	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, "$$p" >/dev/null || { echo "syntax-check failed: $$p"; exit 1; }; done; echo "syntax-check: playbooks ok"
+
+unit: setup ## unit tests (no containers)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+molecule: setup ## molecule scenarios run in make test
+	@for s in $(MOLECULE_SCENARIOS); do scripts/molecule-scenario.sh "$$s"; done
+
+integration: setup ## integration tests (lab, moto, packer)
+	$(BIN)/pytest tests/integration -m "not slow" $(PYTEST_ARGS)
+
+test: lint unit molecule integration ## everything CI runs
+
+test-slow: setup ## slow suites kept out of make test
+	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)
+
+# ---------------------------------------------------------------- demo
+.PHONY: demo
+demo: setup ## build the lab, run a training test case on it, print its results
+	$(BIN)/ansible-playbook trainstack.cluster.demo -e lab_node_count=$(LAB_NODES)
+
+# Molecule scenarios in make test; each area's mk/*.mk adds its own.
+MOLECULE_SCENARIOS := base
+
+-include mk/*.mk

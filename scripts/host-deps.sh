@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install the system packages trainstack needs on the controller (and lab host).
+# Refuses, before changing anything, unless run as root on Debian or Ubuntu; a second run installs nothing.
+set -euo pipefail
+
+PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client python3-venv
+          make git curl ca-certificates apt-cacher-ng xz-utils)
+
+fail() { echo "host-deps: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || fail "must run as root (lab containers, bridges and packages need it); try: sudo make setup"
+[ -r /etc/os-release ] || fail "cannot read /etc/os-release; supported hosts are Debian 12+ and Ubuntu 22.04+"
+# shellcheck disable=SC1091
+. /etc/os-release
+case "${ID:-}" in
+  debian|ubuntu) ;;
+  *) fail "unsupported host OS '${ID:-unknown}': supported hosts are Debian 12+ and Ubuntu 22.04+" ;;
+esac
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "host-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "host-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# apt-cacher-ng must not start as a system service: the lab runs its own instance on the lab bridge.
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d.trainstack
+chmod 0755 /usr/sbin/policy-rc.d.trainstack
+had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+[ "$had_policy" -eq 1 ] || cp /usr/sbin/policy-rc.d.trainstack /usr/sbin/policy-rc.d
+trap '[ "$had_policy" -eq 1 ] || rm -f /usr/sbin/policy-rc.d; rm -f /usr/sbin/policy-rc.d.trainstack' EXIT
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

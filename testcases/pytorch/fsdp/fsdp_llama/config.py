@@ -1,0 +1,205 @@
+"""Configuration as dataclasses, parsed from ``--key value`` arguments.
+
+The launcher passes every argument as ``--key value`` (booleans as ``true``/``false``), so the parser accepts
+exactly that form and rejects unknown keys by name before any process group is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a Llama-3 decoder; FFN width follows Meta's ``multiple_of``/``ffn_dim_multiplier`` rule."""
+
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    vocab_size: int
+    ffn_dim: int
+    norm_eps: float = 1e-5
+    rope_theta: float = 500000.0
+    rope_scaling: dict[str, float] | None = None
+    max_seq_len: int = 8192
+    tie_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head width; every Llama-3 shape uses dim / n_heads."""
+        return self.dim // self.n_heads
+
+    def validate(self) -> None:
+        """Fail early with the offending field named, instead of a shape error deep in a matmul."""
+        if self.dim % self.n_heads:
+            raise ValueError(f"model.dim ({self.dim}) must be divisible by model.n_heads ({self.n_heads})")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"model.n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"model head_dim ({self.head_dim}) must be even for rotary embeddings")
+
+
+# Llama 3.1/3.2 long-context RoPE rescaling, as published with the weights (rope_type "llama3").
+LLAMA3_ROPE_SCALING: dict[str, float] = {
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192.0,
+}
+LLAMA31_ROPE_SCALING: dict[str, float] = {**LLAMA3_ROPE_SCALING, "factor": 8.0}
+
+MODEL_CONFIGS: dict[str, ModelConfig] = {
+    # Byte-level vocabulary (256 bytes + BOS/EOS, padded to 512): runs on CPU with gloo in seconds.
+    "tiny": ModelConfig(
+        dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=512, ffn_dim=192, max_seq_len=1024
+    ),
+    "small": ModelConfig(
+        dim=256, n_layers=4, n_heads=8, n_kv_heads=4, vocab_size=512, ffn_dim=768, max_seq_len=2048
+    ),
+    "llama3_2_1b": ModelConfig(
+        dim=2048,
+        n_layers=16,
+        n_heads=32,
+        n_kv_heads=8,
+        vocab_size=128256,
+        ffn_dim=8192,
+        rope_scaling=LLAMA3_ROPE_SCALING,
+        max_seq_len=131072,
+        tie_embeddings=True,
+    ),
+    "llama3_1_8b": ModelConfig(
+        dim=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        vocab_size=128256,
+        ffn_dim=14336,
+        rope_scaling=LLAMA31_ROPE_SCALING,
+        max_seq_len=131072,
+    ),
+    "llama3_70b": ModelConfig(
+        dim=8192,
+        n_layers=80,
+        n_heads=64,
+        n_kv_heads=8,
+        vocab_size=128256,
+        ffn_dim=28672,
+        rope_scaling=LLAMA31_ROPE_SCALING,
+        max_seq_len=131072,
+    ),
+}
+
+AC_MODES = ("none", "selective", "full")
+ATTN_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
+
+
+@dataclass
+class TrainConfig:
+    """Everything one run needs; defaults are the tiny CPU smoke run the lab demo launches."""
+
+    config: str = "tiny"
+    steps: int = 20
+    batch_size: int = 8
+    seq_len: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 2
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 1234
+    data: str = "synthetic"
+    device: str = "auto"
+    mixed_precision: str = "auto"
+    master_dtype: str = "fp32"
+    compile: str = "auto"
+    ac: str = "none"
+    attn_backend: str = "auto"
+    loss_chunk_tokens: int = 4096
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    summary_json: str = ""
+    metric_warmup_steps: int = 3
+    max_steps_this_run: int = 0
+
+    @property
+    def model(self) -> ModelConfig:
+        """The named shape; unknown names were already rejected by :meth:`validate`."""
+        return MODEL_CONFIGS[self.config]
+
+    def validate(self) -> None:
+        """Reject bad values with the CLI option named, before a process group or a model exists."""
+        if self.config not in MODEL_CONFIGS:
+            raise ValueError(f"--config {self.config!r} is unknown; choose one of {sorted(MODEL_CONFIGS)}")
+        checks: list[tuple[bool, str]] = [
+            (self.steps >= 1, f"--steps must be >= 1, got {self.steps}"),
+            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
+            (self.seq_len >= 2, f"--seq-len must be >= 2, got {self.seq_len}"),
+            (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
+            (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
+            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
+            (self.loss_chunk_tokens >= 1, f"--loss-chunk-tokens must be >= 1, got {self.loss_chunk_tokens}"),
+            (self.ac in AC_MODES, f"--ac must be one of {AC_MODES}, got {self.ac!r}"),
+            (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),
+            (self.device in ("auto", "cpu", "cuda"), f"--device must be auto, cpu or cuda: {self.device!r}"),
+            (
+                self.mixed_precision in ("auto", "bf16", "fp32"),
+                f"--mixed-precision must be auto, bf16 or fp32, got {self.mixed_precision!r}",
+            ),
+            (
+                self.master_dtype in ("fp32", "bf16"),
+                f"--master-dtype must be fp32 or bf16: {self.master_dtype}",
+            ),
+            (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
+            (
+                not (self.checkpoint_every and not self.checkpoint_dir),
+                "--checkpoint-every needs --checkpoint-dir",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        if self.seq_len > self.model.max_seq_len:
+            limit = self.model.max_seq_len
+            raise ValueError(f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {limit}")
+        self.model.validate()
+
+
+def _bool_word(value: str) -> str:
+    """Normalise the launcher's boolean spelling; keep ``auto`` for fields that allow it."""
+    lowered = value.strip().lower()
+    aliases = {"1": "true", "yes": "true", "on": "true", "0": "false", "no": "false", "off": "false"}
+    return aliases.get(lowered, lowered)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """One ``--kebab-case`` option per :class:`TrainConfig` field, typed from the field's default."""
+    parser = argparse.ArgumentParser(description="trainstack pytorch/fsdp: Llama decoder with FSDP2")
+    for f in dataclasses.fields(TrainConfig):
+        default = getattr(TrainConfig(), f.name)
+        kind = type(default)
+        option = "--" + f.name.replace("_", "-")
+        if f.name == "compile":
+            parser.add_argument(option, type=_bool_word, default=default)
+        else:
+            parser.add_argument(option, type=kind, default=default)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
+    """Parse and validate; argparse itself names an unknown option and exits with status 2."""
+    namespace = build_parser().parse_args(argv)
+    cfg = TrainConfig(**vars(namespace))
+    try:
+        cfg.validate()
+    except ValueError as err:
+        build_parser().error(str(err))
+    return cfg

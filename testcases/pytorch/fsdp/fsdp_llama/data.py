@@ -1,0 +1,153 @@
+"""Token data: a byte-level tokenizer, the on-disk token format, and per-step batches.
+
+Format (``trainstack-tokens-v1``), one directory:
+
+* ``tokens.bin``: every document's token ids, concatenated, each document followed by EOS; little-endian
+  ``uint16`` when the vocabulary fits in 16 bits, else ``uint32``. Read with ``numpy.memmap``, so a
+  multi-gigabyte corpus costs no RAM and every rank can open the same file on a shared filesystem.
+* ``meta.json``: ``{"format", "dtype", "num_tokens", "vocab_size", "tokenizer", "bos_id", "eos_id",
+  "documents", "sources"}``.
+
+Batches are a pure function of ``(step, rank)``: sample ``i`` is the window ``[i*seq_len, i*seq_len+seq_len]``
+(``seq_len + 1`` tokens: inputs plus shifted targets), and step ``s`` on rank ``r`` takes samples
+``(s*world + r)*batch ... + batch - 1`` modulo the number of windows. A resumed run therefore needs only the
+step number to continue on exactly the data an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT = "trainstack-tokens-v1"
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as ids 0-255, BOS=256, EOS=257: nothing to download, lossless for any text."""
+
+    bos_id = 256
+    eos_id = 257
+    vocab_size = 258
+
+    def encode(self, text: str) -> list[int]:
+        """Bytes of the UTF-8 encoding."""
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Inverse of :meth:`encode`; special ids are dropped."""
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+def _dtype_for(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
+
+
+def prepare(sources: list[Path], output: Path, tokenizer: ByteTokenizer | None = None) -> dict[str, object]:
+    """Tokenize text files (one document each) into ``output`` in the format above; returns ``meta.json``."""
+    tok = tokenizer or ByteTokenizer()
+    missing = [str(p) for p in sources if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"prepare: input file(s) not found: {', '.join(missing)}")
+    dtype = _dtype_for(tok.vocab_size)
+    output.mkdir(parents=True, exist_ok=True)
+    total = 0
+    with (output / "tokens.bin").open("wb") as sink:
+        for path in sources:
+            ids = [*tok.encode(path.read_text(encoding="utf-8")), tok.eos_id]
+            sink.write(np.asarray(ids, dtype=dtype).tobytes())
+            total += len(ids)
+    meta: dict[str, object] = {
+        "format": FORMAT,
+        "dtype": dtype.name,
+        "num_tokens": total,
+        "vocab_size": tok.vocab_size,
+        "tokenizer": "byte",
+        "bos_id": tok.bos_id,
+        "eos_id": tok.eos_id,
+        "documents": len(sources),
+        "sources": [p.name for p in sources],
+    }
+    (output / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+@dataclass
+class TokenFile:
+    """Memory-mapped view of a prepared directory."""
+
+    tokens: np.memmap
+    vocab_size: int
+
+    @classmethod
+    def open(cls, directory: Path) -> TokenFile:
+        """Validate ``meta.json`` against the file size before trusting either."""
+        meta_path = directory / "meta.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"--data {directory}: no meta.json (run prepare_data.py first)")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"--data {directory}: format {meta.get('format')!r} is not {FORMAT!r}")
+        tokens = np.memmap(directory / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r")
+        if tokens.shape[0] != meta["num_tokens"]:
+            held, declared = tokens.shape[0], meta["num_tokens"]
+            raise ValueError(f"--data {directory}: tokens.bin holds {held} ids, meta.json says {declared}")
+        return cls(tokens=tokens, vocab_size=int(meta["vocab_size"]))
+
+
+class BatchSource:
+    """Yields ``(inputs, targets)`` for a step; deterministic in ``(seed, step, rank)`` for resumability."""
+
+    def __init__(
+        self, data: str, vocab_size: int, batch_size: int, seq_len: int, rank: int, world: int, seed: int
+    ) -> None:
+        self.batch_size = batch_size
+        self.seq_len = seq_len
+        self.rank = rank
+        self.world = world
+        self.seed = seed
+        self.vocab_size = vocab_size
+        self.file: TokenFile | None = None
+        if data != "synthetic":
+            self.file = TokenFile.open(Path(data))
+            if self.file.vocab_size > vocab_size:
+                raise ValueError(
+                    f"--data vocabulary ({self.file.vocab_size}) exceeds the model's ({vocab_size}); "
+                    "pick a --config with a larger vocab_size"
+                )
+            if self.file.tokens.shape[0] < seq_len + 1:
+                raise ValueError(f"--data holds {self.file.tokens.shape[0]} tokens, fewer than --seq-len + 1")
+
+    def _synthetic(self, step: int) -> torch.Tensor:
+        """Learnable synthetic text: each row follows ``x[t+1] = (a*x[t] + c) mod V`` from a random start.
+
+        Uniform random tokens cannot be learnt, so a loss curve on them says nothing; this recurrence can,
+        and the same step and rank always give the same rows.
+        """
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step * 1009 + self.rank)
+        vocab = min(self.vocab_size, 256)
+        start = torch.randint(0, vocab, (self.batch_size, 1), generator=gen)
+        mult = torch.randint(1, 4, (self.batch_size, 1), generator=gen) * 2 + 1
+        pos = torch.arange(self.seq_len + 1)[None, :]
+        return (start + mult * pos * 7 + pos * pos) % vocab
+
+    def _from_file(self, step: int) -> torch.Tensor:
+        assert self.file is not None
+        tokens = self.file.tokens
+        windows = max(1, (tokens.shape[0] - 1) // self.seq_len)
+        first = (step * self.world + self.rank) * self.batch_size
+        rows = []
+        for j in range(self.batch_size):
+            start = ((first + j) % windows) * self.seq_len
+            rows.append(np.asarray(tokens[start : start + self.seq_len + 1], dtype=np.int64))
+        return torch.from_numpy(np.stack(rows))
+
+    def batch(self, step: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and next-token targets, already on ``device``."""
+        rows = self._synthetic(step) if self.file is None else self._from_file(step)
+        rows = rows.to(device, non_blocking=True)
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()

@@ -1,0 +1,215 @@
+"""The training loop: build, resume, step, log, checkpoint, summarise.
+
+One step is forward + fused loss, backward, gradient clipping, AdamW (fused kernel on GPU) and the learning
+rate of a linear warm-up then cosine decay, set from the step number so a resumed run needs no scheduler
+state. Loss and gradient norm are synchronised once per step for the metric line; step time is measured
+after that synchronisation, so it is the real device time of the step.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+from . import checkpoint
+from .config import TrainConfig
+from .data import BatchSource
+from .metrics import (
+    StepTimer,
+    Summary,
+    emit,
+    flops_per_token,
+    now,
+    peak_memory_gb,
+    peak_tflops,
+    throughput_fields,
+)
+from .model import Transformer
+from .parallel import (
+    DistInfo,
+    apply_activation_checkpointing,
+    apply_compile,
+    apply_fsdp,
+    build_mesh,
+    configure_attention,
+    init_distributed,
+)
+
+TESTCASE = "pytorch/fsdp"
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio * lr`` at ``steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps))
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
+
+
+def _use_compile(cfg: TrainConfig, info: DistInfo) -> bool:
+    return cfg.compile == "true" or (cfg.compile == "auto" and info.device.type == "cuda")
+
+
+def _param_dtype(cfg: TrainConfig, info: DistInfo) -> torch.dtype:
+    if cfg.mixed_precision == "bf16" or (cfg.mixed_precision == "auto" and info.device.type == "cuda"):
+        return torch.bfloat16
+    return torch.float32
+
+
+def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
+    """Construct on the meta device, wrap (AC, compile, FSDP2), then materialise shards only."""
+    with torch.device("meta"):
+        model = Transformer(cfg.model, rope_len=cfg.seq_len)
+        if cfg.master_dtype == "bf16":
+            model.to(torch.bfloat16)
+    model.loss_chunk_tokens = cfg.loss_chunk_tokens
+    apply_activation_checkpointing(model, cfg.ac)
+    if _use_compile(cfg, info):
+        apply_compile(model)
+    apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info))
+    model.to_empty(device=info.device)
+    model.init_weights(cfg.seed)
+    return model
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, info: DistInfo) -> torch.optim.Optimizer:
+    """AdamW, no decay on norm gains; the fused CUDA kernel does the whole update in one launch per group."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = info.device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused, foreach=not fused)
+
+
+def _global_mean(value: torch.Tensor, info: DistInfo) -> float:
+    reduced = value.detach().float().clone()
+    if info.world_size > 1:
+        dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+        reduced /= info.world_size
+    return float(reduced.item())
+
+
+def _grad_norm(model: torch.nn.Module, max_norm: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if isinstance(norm, DTensor):
+        norm = norm.full_tensor()
+    return float(norm.item())
+
+
+def _maybe_resume(cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    if not cfg.checkpoint_dir:
+        return 0
+    found = checkpoint.latest_complete(Path(cfg.checkpoint_dir))
+    if found is None:
+        return 0
+    return checkpoint.load(found[1], model, optimizer)
+
+
+class _Run:
+    """State of one invocation, so :func:`train` reads as the sequence of phases it is."""
+
+    def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.model = build_model(cfg, info)
+        self.optimizer = build_optimizer(self.model, cfg, info)
+        self.start_step = _maybe_resume(cfg, self.model, self.optimizer)
+        self.data = BatchSource(
+            cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, info.rank, info.world_size, cfg.seed
+        )
+        self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
+        self.flops_token = flops_per_token(cfg.model, self.model.num_params(), cfg.seq_len)
+        self.gpu_name = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
+        self.peak = peak_tflops(self.gpu_name)
+        self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
+        self.losses: list[float] = []
+
+    def step(self, step: int) -> dict[str, Any]:
+        """One optimizer step; returns its metric record."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_at(self.cfg, step)
+        started = now()
+        inputs, targets = self.data.batch(step, self.info.device)
+        loss = self.model(inputs, targets)
+        loss.backward()
+        grad_norm = _grad_norm(self.model, self.cfg.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_value = _global_mean(loss, self.info)
+        elapsed = now() - started
+        self.timer.record(elapsed)
+        self.losses.append(loss_value)
+        rate = self.tokens_per_step / elapsed
+        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.peak)
+        return {
+            "step": step + 1,
+            "loss": loss_value,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "grad_norm": grad_norm,
+            "step_time_s": elapsed,
+            "peak_mem_gb": peak_memory_gb(self.info.device),
+            **rates,
+        }
+
+
+def train(cfg: TrainConfig) -> Summary:
+    """Run ``cfg`` to ``cfg.steps`` (or ``max_steps_this_run`` more steps) and return the summary."""
+    t_start = now()
+    info = init_distributed(cfg.device)
+    torch.manual_seed(cfg.seed)
+    configure_attention(cfg.attn_backend)
+    run = _Run(cfg, info)
+    last = cfg.steps
+    if cfg.max_steps_this_run:
+        last = min(last, run.start_step + cfg.max_steps_this_run)
+    for step in range(run.start_step, last):
+        record = run.step(step)
+        if info.is_main:
+            emit(record)
+        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+            checkpoint.save(Path(cfg.checkpoint_dir), step + 1, run.model, run.optimizer, info.is_main)
+    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, run.peak)
+    summary = Summary(
+        testcase=TESTCASE,
+        world_size=info.world_size,
+        nodes=info.nodes,
+        device=info.device.type,
+        gpu_model=run.gpu_name,
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=peak_memory_gb(info.device),
+        elapsed_s=now() - t_start,
+        extra={
+            "config": cfg.config,
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": run.model.num_params(),
+            "flops_per_token": run.flops_token,
+            "peak_tflops": run.peak,
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            "ac": cfg.ac,
+            "compile": _use_compile(cfg, info),
+            "param_dtype": str(_param_dtype(cfg, info)).removeprefix("torch."),
+            "master_dtype": cfg.master_dtype,
+            "torch": torch.__version__,
+            "hostname": os.uname().nodename,
+        },
+    )
+    if info.is_main:
+        summary.write(cfg.summary_json)
+    return summary

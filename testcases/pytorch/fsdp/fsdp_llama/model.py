@@ -1,0 +1,205 @@
+"""The Llama-3 decoder: the network and nothing else (no parallelism, no optimizer, no data).
+
+Rotary embeddings use the half-split ("rotate_half") layout, the one Hugging Face checkpoints are stored in,
+so weights convert by renaming only (see :mod:`fsdp_llama.hf_compat`). Attention goes through
+``scaled_dot_product_attention`` so PyTorch picks flash or cuDNN kernels on Hopper; the loss is computed by a
+fused linear cross-entropy so the full ``tokens x vocab`` fp32 logits never exist.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812 - the universal spelling
+
+from .config import ModelConfig
+from .loss import fused_linear_cross_entropy
+
+
+def rope_frequencies(cfg: ModelConfig) -> torch.Tensor:
+    """Inverse frequencies, with Llama 3.1's piecewise long-context rescaling when the shape has it."""
+    half = torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim
+    inv_freq = 1.0 / (cfg.rope_theta**half)
+    scaling = cfg.rope_scaling
+    if not scaling:
+        return inv_freq.float()
+    factor = scaling["factor"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_len = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+    return torch.where(medium, blended, scaled).float()
+
+
+def rope_cos_sin(cfg: ModelConfig, seq_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """``[2, seq_len, head_dim]`` table of cos and sin, computed in fp32 once per model."""
+    inv_freq = rope_frequencies(cfg).to(device)
+    positions = torch.arange(seq_len, dtype=torch.float32, device=device)
+    freqs = torch.outer(positions, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return torch.stack((emb.cos(), emb.sin()))
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``[batch, heads, seq, head_dim]`` by position; the table is cast to the activation dtype."""
+    cos = cos.to(x.dtype)
+    sin = sin.to(x.dtype)
+    return x * cos + _rotate_half(x) * sin
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm computed in fp32 and cast back, as Llama's reference does."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise in fp32 so bf16 activations do not lose the variance's small bits."""
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+    def reset_parameters(self) -> None:
+        """Unit gain, the identity at start."""
+        nn.init.ones_(self.weight)
+
+
+class Attention(nn.Module):
+    """Grouped-query causal self-attention."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.n_kv_heads = cfg.n_kv_heads
+        self.head_dim = cfg.head_dim
+        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
+        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Project, rotate, attend; KV heads are expanded so every SDPA backend (flash, cuDNN) applies."""
+        bsz, seq, _ = x.shape
+        q = self.wq(x).view(bsz, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = rope[0, :seq], rope[1, :seq]
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        repeat = self.n_heads // self.n_kv_heads
+        if repeat > 1:
+            k = k[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
+            k = k.reshape(bsz, self.n_heads, seq, self.head_dim)
+            v = v[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
+            v = v.reshape(bsz, self.n_heads, seq, self.head_dim)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: ``w2(silu(w1 x) * w3 x)``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Gated MLP; under torch.compile the SiLU and product fuse into one kernel."""
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm residual block: the unit that FSDP shards, compile compiles and AC checkpoints."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attention = Attention(cfg)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.feed_forward = FeedForward(cfg)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Two residual branches."""
+        h = x + self.attention(self.attention_norm(x), rope)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    """Embedding, ``n_layers`` blocks, final norm and output projection (tied to the embedding for 1B)."""
+
+    def __init__(self, cfg: ModelConfig, rope_len: int | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+        self.rope_len = rope_len or min(cfg.max_seq_len, 8192)
+        self.register_buffer("rope", rope_cos_sin(cfg, self.rope_len), persistent=False)
+        self.loss_chunk_tokens = 4096
+        self.compile_loss = False
+
+    def init_weights(self, seed: int) -> None:
+        """Deterministic init after ``to_empty`` (meta-device construction leaves memory uninitialised)."""
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        std = 0.02
+        out_std = std / math.sqrt(2 * self.cfg.n_layers)
+        with torch.no_grad():
+            nn.init.normal_(self.tok_embeddings.weight, std=std)
+            for block in self.layers.values():
+                for name, module in block.named_modules():
+                    if isinstance(module, nn.Linear):
+                        depth_scaled = name.endswith(("wo", "w2"))
+                        nn.init.normal_(module.weight, std=out_std if depth_scaled else std)
+                    elif isinstance(module, RMSNorm):
+                        module.reset_parameters()
+            self.norm.reset_parameters()
+            if not self.cfg.tie_embeddings:
+                nn.init.normal_(self.output.weight, std=std)
+        # Re-created rather than copied into: a bf16-master model would otherwise round the table to bf16.
+        self.rope = rope_cos_sin(self.cfg, self.rope_len, device=self.rope.device)
+        torch.random.set_rng_state(gen_state)
+
+    def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Everything up to, and including, the final norm."""
+        h = self.tok_embeddings(tokens)
+        for block in self.layers.values():
+            h = block(h, self.rope)
+        return self.norm(h)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean next-token loss when ``targets`` is given (the training path), else the logits."""
+        h = self.hidden_states(tokens)
+        if targets is None:
+            return self.output(h)
+        weight = self.output.weight
+        flat = h.reshape(-1, h.shape[-1])
+        if flat.dtype != weight.dtype:
+            flat = flat.to(weight.dtype)
+        return fused_linear_cross_entropy(
+            flat, weight, targets.reshape(-1), self.loss_chunk_tokens, self.compile_loss
+        )
+
+    def num_params(self) -> int:
+        """Unique parameters (a tied embedding counts once), the N of the 6N FLOP rule."""
+        seen: dict[int, int] = {}
+        for p in self.parameters():
+            seen[id(p)] = p.numel()
+        return sum(seen.values())

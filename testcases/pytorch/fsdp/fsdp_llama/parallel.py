@@ -1,0 +1,126 @@
+"""Process group, device placement, FSDP2 sharding, torch.compile and activation checkpointing.
+
+Kept apart from the model so the same ``Transformer`` runs unsharded in the numerics tests and sharded here,
+in torchtitan's order: activation checkpointing, then compile (per block, so FSDP2's hooks stay outside the
+compiled graphs and one compiled block is reused by every layer), then ``fully_shard`` per block and root.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from .model import Transformer
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits; ``nodes`` assumes the same number of processes on every node (torchrun)."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    device: torch.device
+
+    @property
+    def nodes(self) -> int:
+        """Node count derived from torchrun's variables."""
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 prints metrics and writes the summary."""
+        return self.rank == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def resolve_device(requested: str) -> torch.device:
+    """``auto`` means this process's local GPU when CUDA is present, otherwise the CPU."""
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was requested but torch.cuda.is_available() is False")
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def init_distributed(requested_device: str) -> DistInfo:
+    """Join torchrun's process group (nccl on GPU, gloo on CPU); plain ``python`` gives world size 1."""
+    if "RANK" not in os.environ:
+        os.environ.update(
+            {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+            | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+        )
+    device = resolve_device(requested_device)
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+    world = dist.get_world_size()
+    return DistInfo(
+        rank=dist.get_rank(),
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        world_size=world,
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", str(world))),
+        device=device,
+    )
+
+
+def configure_attention(backend: str) -> None:
+    """Restrict SDPA to one backend when asked; ``auto`` leaves PyTorch's own priority order."""
+    if backend == "auto" or not torch.cuda.is_available():
+        return
+    torch.backends.cuda.enable_flash_sdp(backend == "flash")
+    torch.backends.cuda.enable_cudnn_sdp(backend == "cudnn")
+    torch.backends.cuda.enable_mem_efficient_sdp(backend == "efficient")
+    torch.backends.cuda.enable_math_sdp(backend == "math")
+
+
+def apply_activation_checkpointing(model: Transformer, mode: str) -> None:
+    """``full`` recomputes every block; ``selective`` every second one (half the memory saved)."""
+    if mode == "none":
+        return
+    for name in list(model.layers.keys()):
+        if mode == "full" or int(name) % 2 == 0:
+            model.layers[name] = checkpoint_wrapper(model.layers[name], preserve_rng_state=False)
+
+
+def apply_compile(model: Transformer) -> None:
+    """Compile each block separately; identical blocks share one compiled graph, so compile time stays low."""
+    for name, block in model.layers.items():
+        model.layers[name] = torch.compile(block, fullgraph=True)
+    model.compile_loss = True
+
+
+def apply_fsdp(model: nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype) -> None:
+    """Shard each block, then the root (embedding, final norm and output, tied or not, share one group).
+
+    Parameters are gathered in ``param_dtype`` (bf16 on GPU) while gradients are reduced in fp32, so the
+    fp32 master weights see full-precision gradient sums.
+    """
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    layers = list(model.layers.values())  # type: ignore[union-attr]
+    for index, block in enumerate(layers):
+        # The last block is resharded right away by the root's backward anyway; keeping it gathered saves
+        # one all-gather per step.
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=index < len(layers) - 1)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+
+
+def build_mesh(info: DistInfo) -> DeviceMesh:
+    """A 1-D mesh over all ranks: plain FSDP (no HSDP/TP in this test case)."""
+    return init_device_mesh(info.device.type, (info.world_size,))

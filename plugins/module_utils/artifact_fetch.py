@@ -1,0 +1,256 @@
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Checksummed downloads for every artifact a stack names (drivers, installers, sources, wheels).
+
+Why one implementation: a build that fetches the EFA installer one way and the NVIDIA driver another ends
+up with one path that skips the checksum. Everything goes through `fetch()`: the URL and sha256 come from
+the stack, a mirror (HTTP base URL, file:// directory or s3:// bucket) can replace the vendor for air-gapped
+builds, and a download whose checksum is unknown is refused unless the stack's lock file holds one (written
+by `make mirror`) or the caller explicitly allows it unverified. Standard library only, plus boto3 for s3://
+mirrors, so the same code runs inside an Ansible module on a build host and in the controller's mirror run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+CHUNK = 1024 * 1024
+LOCK_FORMAT = 1
+
+
+class ArtifactError(RuntimeError):
+    """A download that must not be used: unreachable, refused for lack of a checksum, or corrupt."""
+
+
+class ChecksumMismatchError(ArtifactError):
+    """The bytes received are not the bytes the stack or lock pinned; both hashes are in the message."""
+
+    def __init__(self, name: str, source: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"checksum mismatch for artifact '{name}' from {source}: expected sha256 {expected}, got {actual}"
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What happened: `changed` is False when dest already held the verified bytes (idempotent re-runs)."""
+
+    name: str
+    dest: str
+    source: str
+    sha256: str
+    size: int
+    verified: bool
+    changed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dest": self.dest,
+            "source": self.source,
+            "sha256": self.sha256,
+            "size": self.size,
+            "verified": self.verified,
+            "changed": self.changed,
+        }
+
+
+def sha256_file(path: str) -> str:
+    """Streaming sha256, so multi-GB driver installers never sit in memory."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_name(url: str) -> str:
+    """Last path segment of a URL, unquoted ('torch-2.13.0%2Bcpu-...whl' -> 'torch-2.13.0+cpu-...whl')."""
+    name = urllib.parse.unquote(posixpath.basename(urllib.parse.urlparse(url).path))
+    if not name:
+        raise ArtifactError(f"cannot derive a file name from URL {url!r}")
+    return name
+
+
+def mirror_path(name: str, url: str) -> str:
+    """Relative location of an artifact inside a mirror: `<name>/<file>`.
+
+    The artifact name is part of the path because upstream file names collide (GitHub archives are all
+    `v<version>.tar.gz`).
+    """
+    return f"{name}/{file_name(url)}"
+
+
+def source_for(name: str, url: str, mirror: str | None) -> str:
+    """Where to fetch from: the mirror when one is given (air-gapped builds use only it), else upstream."""
+    if not mirror:
+        return url
+    base = mirror.rstrip("/")
+    if "://" not in base:
+        base = "file://" + os.path.abspath(base)
+    return f"{base}/{urllib.parse.quote(mirror_path(name, url))}"
+
+
+# ---------------------------------------------------------------- lock files
+
+
+def load_lock(path: str | None) -> dict[str, Any]:
+    """A stack's lock file, or an empty one; a corrupt lock is an error, never silently ignored."""
+    if not path or not os.path.exists(path):
+        return {"format": LOCK_FORMAT, "artifacts": {}}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"lock file {path} is unreadable: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("artifacts"), dict):
+        raise ArtifactError(f"lock file {path} has no 'artifacts' mapping")
+    return data
+
+
+def locked_digest(lock: dict[str, Any], name: str, url: str) -> str | None:
+    """The recorded sha256 of an artifact, only if recorded for the same URL (a new version re-locks)."""
+    entry = lock.get("artifacts", {}).get(name) or {}
+    return entry.get("sha256") if entry.get("url") == url else None
+
+
+def record_lock(path: str, stack_id: str, result: FetchResult, url: str) -> bool:
+    """Write one artifact's hash into the lock (atomically); returns whether the file changed."""
+    lock = load_lock(path)
+    lock["format"] = LOCK_FORMAT
+    lock["stack"] = stack_id
+    entry = {"url": url, "sha256": result.sha256, "size": result.size}
+    if lock["artifacts"].get(result.name, {}).get("sha256") == result.sha256 and (
+        lock["artifacts"][result.name].get("url") == url
+    ):
+        return False
+    entry["recorded"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lock["artifacts"][result.name] = entry
+    lock["artifacts"] = dict(sorted(lock["artifacts"].items()))
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lock-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(lock, handle, indent=2, sort_keys=False)
+        handle.write("\n")
+    os.replace(tmp, path)
+    return True
+
+
+# ---------------------------------------------------------------- transports
+
+
+@contextlib.contextmanager
+def _open_source(source: str, timeout: float) -> Iterator[BinaryIO]:
+    """A readable stream for http(s)://, file:// or s3:// sources; errors name the source."""
+    parsed = urllib.parse.urlparse(source)
+    try:
+        if parsed.scheme == "s3":
+            yield _open_s3(parsed)
+        else:
+            with urllib.request.urlopen(source, timeout=timeout) as response:
+                yield response
+    except ArtifactError:
+        raise
+    except Exception as exc:
+        raise ArtifactError(f"cannot download {source}: {exc}") from exc
+
+
+def _s3_client() -> Any:
+    try:
+        import boto3
+    except ImportError as exc:
+        raise ArtifactError("an s3:// mirror needs boto3 on the host that downloads") from exc
+    return boto3.client("s3", endpoint_url=os.environ.get("TRAINSTACK_S3_ENDPOINT_URL") or None)
+
+
+def _open_s3(parsed: urllib.parse.ParseResult) -> BinaryIO:
+    key = urllib.parse.unquote(parsed.path.lstrip("/"))
+    return _s3_client().get_object(Bucket=parsed.netloc, Key=key)["Body"]
+
+
+def upload_to_mirror(mirror: str, name: str, url: str, path: str) -> str:
+    """Copy a verified file into a mirror (directory or s3:// bucket); returns where it went."""
+    rel = mirror_path(name, url)
+    if mirror.startswith("s3://"):
+        parsed = urllib.parse.urlparse(mirror.rstrip("/"))
+        key = posixpath.join(parsed.path.lstrip("/"), rel)
+        _s3_client().upload_file(path, parsed.netloc, key)
+        return f"s3://{parsed.netloc}/{key}"
+    base = mirror[len("file://") :] if mirror.startswith("file://") else mirror
+    target = os.path.join(base, rel)
+    if os.path.abspath(target) != os.path.abspath(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(path, target)
+    return target
+
+
+# ---------------------------------------------------------------- fetch
+
+
+def fetch(
+    name: str,
+    url: str,
+    dest: str,
+    sha256: str | None = None,
+    mirror: str | None = None,
+    lock: dict[str, Any] | None = None,
+    allow_unverified: bool = False,
+    timeout: float = 60.0,
+    check_mode: bool = False,
+) -> FetchResult:
+    """Download one artifact to `dest`, verified against the stack's or the lock's sha256.
+
+    Order of trust: the stack's sha256, else the lock's (same URL only), else nothing, which is refused unless
+    `allow_unverified`. A dest that already holds the expected bytes is left alone (changed=False).
+    """
+    expected = (sha256 or "").lower() or locked_digest(lock or {}, name, url)
+    source = source_for(name, url, mirror)
+    if expected is None and not allow_unverified:
+        raise ArtifactError(
+            f"artifact '{name}' ({url}) has no known sha256 in the stack or its lock file: run "
+            "`make mirror` to lock it, or set allow_unverified (artifact_allow_unverified) to accept it "
+            "unchecked"
+        )
+    if expected and os.path.isfile(dest) and sha256_file(dest) == expected:
+        return FetchResult(name, dest, source, expected, os.path.getsize(dest), True, False)
+    if check_mode:
+        return FetchResult(name, dest, source, expected or "", 0, expected is not None, True)
+    directory = os.path.dirname(os.path.abspath(dest))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".artifact-")
+    try:
+        actual, size = _download(source, fd, timeout)
+        if expected and actual != expected:
+            raise ChecksumMismatchError(name, source, expected, actual)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return FetchResult(name, dest, source, actual, size, expected is not None, True)
+
+
+def _download(source: str, fd: int, timeout: float) -> tuple[str, int]:
+    """Stream source into fd, hashing as it goes; returns (sha256, bytes)."""
+    digest = hashlib.sha256()
+    size = 0
+    with os.fdopen(fd, "wb") as out, _open_source(source, timeout) as stream:
+        for chunk in iter(lambda: stream.read(CHUNK), b""):
+            digest.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size

@@ -1,0 +1,466 @@
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Resolve and check training stacks (stacks/*.yml) against compatibility rules (stacks/rules.yml).
+
+Why this exists: driver, CUDA, NCCL, EFA and aws-ofi-nccl versions break each other in ways that surface
+only on a GPU instance, hours into a build. Checking the pinned versions as data, before anything is
+installed, turns those failures into a one-line refusal that names the rule and where it comes from. The
+module is pure (no I/O, no Ansible imports) so the Ansible module, the filter plugin and the unit tests share
+one implementation.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STACK_KEYS_REQUIRED = ("id", "status", "scope", "components")
+SCOPE_KEYS = ("os", "arch", "instance_families")
+KNOWN_ARCHES = ("x86_64", "aarch64")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_NUM_RE = re.compile(r"\d+")
+
+
+class StackError(ValueError):
+    """A malformed stack or rule file; raised before any rule runs so the message names the bad key."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule violation (or note) for one target; `citation` says where the rule comes from."""
+
+    rule: str
+    severity: str
+    message: str
+    citation: str
+    target: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "citation": self.citation,
+            "target": self.target,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an image is built for: OS id (`ubuntu-24.04`), CPU architecture, optionally an instance family."""
+
+    os: str
+    arch: str
+    family: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.os}/{self.arch}" + (f"/{self.family}" if self.family else "")
+
+
+@dataclass
+class Report:
+    """Result of checking one stack: errors refuse the build, notes (e.g. missing checksums) only inform."""
+
+    stack_id: str
+    errors: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack_id,
+            "ok": self.ok,
+            "errors": [f.as_dict() for f in self.errors],
+            "notes": [f.as_dict() for f in self.notes],
+            "targets": list(self.targets),
+        }
+
+
+# ---------------------------------------------------------------- versions
+
+
+def parse_version(value: Any) -> tuple[int, ...]:
+    """Numeric parts of a version ('2.29.7', '13.2', '2.13.0+cpu' -> (2, 13, 0)); local suffixes are ignored
+    because rules compare releases, not builds."""
+    text = str(value).split("+", 1)[0]
+    parts = _NUM_RE.findall(text)
+    if not parts:
+        raise StackError(f"not a version: {value!r}")
+    return tuple(int(p) for p in parts)
+
+
+def compare_versions(left: Any, right: Any) -> int:
+    """-1/0/1 like cmp(); missing trailing parts count as zero so '12' == '12.0.0'."""
+    a, b = parse_version(left), parse_version(right)
+    width = max(len(a), len(b))
+    a += (0,) * (width - len(a))
+    b += (0,) * (width - len(b))
+    return (a > b) - (a < b)
+
+
+_OPS: dict[str, Callable[[int], bool]] = {
+    "lt": lambda c: c < 0,
+    "le": lambda c: c <= 0,
+    "eq": lambda c: c == 0,
+    "ge": lambda c: c >= 0,
+    "gt": lambda c: c > 0,
+}
+
+
+# ---------------------------------------------------------------- stack structure
+
+
+def validate_stack(stack: Mapping[str, Any]) -> None:
+    """Refuse a stack whose shape is wrong, naming the key, before any rule looks at versions."""
+    if not isinstance(stack, Mapping):
+        raise StackError("stack must be a mapping")
+    for key in STACK_KEYS_REQUIRED:
+        if key not in stack:
+            raise StackError(f"stack is missing required key '{key}'")
+    scope = stack["scope"]
+    for key in SCOPE_KEYS:
+        if not isinstance(scope.get(key), list) or not scope.get(key):
+            raise StackError(f"stack {stack['id']}: scope.{key} must be a non-empty list")
+    for lab_os in scope.get("lab_os") or []:
+        if lab_os not in scope["os"]:
+            raise StackError(f"stack {stack['id']}: scope.lab_os '{lab_os}' must also be listed in scope.os")
+    for arch in scope["arch"]:
+        if arch not in KNOWN_ARCHES:
+            raise StackError(
+                f"stack {stack['id']}: scope.arch '{arch}' is not one of {', '.join(KNOWN_ARCHES)}"
+            )
+    if not isinstance(stack["components"], Mapping) or not stack["components"]:
+        raise StackError(f"stack {stack['id']}: components must be a non-empty mapping")
+    for name, comp in stack["components"].items():
+        _validate_component(stack["id"], name, comp)
+
+
+def _validate_component(stack_id: str, name: str, comp: Any) -> None:
+    where = f"stack {stack_id}: components.{name}"
+    if not isinstance(comp, Mapping):
+        raise StackError(f"{where} must be a mapping")
+    if not comp.get("version"):
+        raise StackError(f"{where}.version is required")
+    for key in ("os", "arch"):
+        if not isinstance(comp.get(key), list) or not comp[key]:
+            raise StackError(f"{where}.{key} must be a non-empty list")
+    if not comp.get("source"):
+        raise StackError(f"{where}.source (URL or repository) is required")
+    for override_os, override in (comp.get("by_os") or {}).items():
+        if override_os not in comp["os"]:
+            raise StackError(f"{where}.by_os.{override_os} overrides an OS the component is not scoped to")
+        _validate_artifacts(f"{where}.by_os.{override_os}", override.get("artifacts") or [])
+    _validate_artifacts(where, comp.get("artifacts") or [])
+
+
+def _validate_artifacts(where: str, artifacts: Iterable[Any]) -> None:
+    for index, art in enumerate(artifacts):
+        label = f"{where}.artifacts[{index}]"
+        if not isinstance(art, Mapping) or not art.get("name") or not art.get("url"):
+            raise StackError(f"{label} needs 'name' and 'url'")
+        if "sha256" not in art:
+            raise StackError(f"{label} ({art['name']}): 'sha256' must be present (null when not known yet)")
+        digest = art["sha256"]
+        if digest is not None and not SHA256_RE.match(str(digest)):
+            raise StackError(f"{label} ({art['name']}): sha256 must be 64 lowercase hex digits or null")
+
+
+def resolve(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, dict[str, Any]]:
+    """Components that apply to one OS and architecture, with `by_os` overrides merged in.
+
+    Artifacts restricted to another architecture are dropped, so callers see exactly what a build downloads.
+    """
+    resolved: dict[str, dict[str, Any]] = {}
+    for name, comp in stack["components"].items():
+        if os_id not in comp["os"] or arch not in comp["arch"]:
+            continue
+        merged = {k: copy.deepcopy(v) for k, v in comp.items() if k != "by_os"}
+        merged.update(copy.deepcopy((comp.get("by_os") or {}).get(os_id, {})))
+        merged["artifacts"] = [a for a in merged.get("artifacts") or [] if a.get("arch", arch) == arch]
+        resolved[name] = merged
+    return resolved
+
+
+def versions(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, str]:
+    """Flat {component: version} for one OS/arch: what the image manifest and self-check compare against."""
+    return {name: str(comp["version"]) for name, comp in resolve(stack, os_id, arch).items()}
+
+
+def artifacts(stack: Mapping[str, Any], os_id: str, arch: str) -> list[dict[str, Any]]:
+    """Every artifact a build for this OS/arch downloads, tagged with its component."""
+    out: list[dict[str, Any]] = []
+    for name, comp in resolve(stack, os_id, arch).items():
+        for art in comp["artifacts"]:
+            out.append({**art, "component": name, "version": str(comp["version"])})
+    return out
+
+
+def all_artifacts(stack: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every distinct artifact of a stack over its whole scope (what `make mirror` fetches), by name."""
+    seen: dict[str, dict[str, Any]] = {}
+    for os_id in stack["scope"]["os"]:
+        for arch in stack["scope"]["arch"]:
+            for art in artifacts(stack, os_id, arch):
+                previous = seen.setdefault(art["name"], art)
+                if previous["url"] != art["url"]:
+                    raise StackError(
+                        f"stack {stack['id']}: artifact name '{art['name']}' is used for two URLs "
+                        f"({previous['url']} and {art['url']}); names key the lock file and must be unique"
+                    )
+    return sorted(seen.values(), key=lambda a: a["name"])
+
+
+def field_value(components: Mapping[str, Mapping[str, Any]], path: str) -> Any:
+    """Look up 'component.key' (or 'component.key.major') in resolved components; None where absent."""
+    parts = path.split(".")
+    comp = components.get(parts[0])
+    if comp is None or len(parts) < 2:
+        return None
+    value = comp.get(parts[1])
+    if value is None:
+        return None
+    if len(parts) == 3 and parts[2] == "major":
+        return str(parse_version(value)[0])
+    return value
+
+
+# ---------------------------------------------------------------- rule evaluators
+
+
+def _finding(rule: Mapping[str, Any], message: str, target: Target) -> Finding:
+    return Finding(rule["id"], "error", message, str(rule.get("citation", "")), str(target))
+
+
+def _rule_driver_for_cuda(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    driver = field_value(comps, "nvidia_driver.version")
+    if driver is None:
+        return []
+    out = []
+    for path in rule["cuda_fields"]:
+        cuda = field_value(comps, path)
+        if cuda is None:
+            continue
+        major = str(parse_version(cuda)[0])
+        minimum = rule["minimum_driver"].get(major)
+        if minimum is None:
+            out.append(_finding(rule, f"{path} {cuda}: no minimum driver known for CUDA {major}.x", target))
+        elif compare_versions(driver, minimum) < 0:
+            out.append(
+                _finding(
+                    rule, f"nvidia_driver {driver} is too old for {path} {cuda}: needs >= {minimum}", target
+                )
+            )
+    return out
+
+
+def _matches(condition: Mapping[str, Any], comps: Mapping) -> bool:
+    value = field_value(comps, condition["field"])
+    if value is None:
+        return False
+    ops = [op for op in _OPS if op in condition]
+    return all(_OPS[op](compare_versions(value, condition[op])) for op in ops)
+
+
+def _rule_conditional_env(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    if not all(_matches(c, comps) for c in rule["when"]):
+        return []
+    env = stack.get("environment") or {}
+    out = []
+    for key, wanted in rule["require_env"].items():
+        if str(env.get(key)) != str(wanted):
+            found = ", ".join(f"{c['field']}={field_value(comps, c['field'])}" for c in rule["when"])
+            out.append(
+                _finding(rule, f"{found} needs environment {key}={wanted} (stack has {env.get(key)})", target)
+            )
+    return out
+
+
+def _rule_family_minimum(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    if target.family not in rule["families"]:
+        return []
+    out = []
+    for path, minimum in rule["minimum"].items():
+        value = field_value(comps, path)
+        if value is None:
+            out.append(_finding(rule, f"{target.family} needs {path} >= {minimum}, stack has none", target))
+        elif compare_versions(value, minimum) < 0:
+            out.append(
+                _finding(rule, f"{target.family} needs {path} >= {minimum}, stack has {value}", target)
+            )
+    return out
+
+
+def _rule_kernel_modules(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    flavour = field_value(comps, rule["field"])
+    if flavour is None or target.family is None:
+        return []
+    generation = rule["family_generation"].get(target.family)
+    if generation is None:
+        return [_finding(rule, f"instance family {target.family} has no known GPU generation", target)]
+    allowed = rule["allowed"][generation]
+    if flavour not in allowed:
+        return [
+            _finding(
+                rule,
+                f"{rule['field']}={flavour} does not support {generation} GPUs ({target.family}); "
+                f"use {'/'.join(allowed)}",
+                target,
+            )
+        ]
+    return []
+
+
+def _rule_os_support(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    out = []
+    for name, supported in rule["supported"].items():
+        if name in comps and target.os not in supported:
+            out.append(
+                _finding(
+                    rule,
+                    f"{name} is not supported on {target.os} (supported: {', '.join(supported)})",
+                    target,
+                )
+            )
+    return out
+
+
+def _rule_equal_fields(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    values = [field_value(comps, path) for path in rule["fields"]]
+    if any(v is None for v in values):
+        return []
+    if len({str(v) for v in values}) > 1:
+        pairs = ", ".join(f"{p}={v}" for p, v in zip(rule["fields"], values, strict=True))
+        return [_finding(rule, f"must be equal: {pairs}", target)]
+    return []
+
+
+EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], list[Finding]]] = {
+    "driver_for_cuda": _rule_driver_for_cuda,
+    "conditional_env": _rule_conditional_env,
+    "instance_family_minimum": _rule_family_minimum,
+    "kernel_modules": _rule_kernel_modules,
+    "os_support": _rule_os_support,
+    "equal_fields": _rule_equal_fields,
+}
+
+
+def validate_rules(rules: Iterable[Mapping[str, Any]]) -> None:
+    """Every rule needs an id, a known kind and a citation: an uncited rule cannot be reviewed."""
+    seen = set()
+    for rule in rules:
+        rid = rule.get("id")
+        if not rid:
+            raise StackError("rule without 'id'")
+        if rid in seen:
+            raise StackError(f"rule id '{rid}' is used twice")
+        seen.add(rid)
+        if rule.get("kind") not in EVALUATORS:
+            raise StackError(
+                f"rule {rid}: unknown kind '{rule.get('kind')}' (known: {', '.join(EVALUATORS)})"
+            )
+        if not rule.get("citation"):
+            raise StackError(f"rule {rid}: 'citation' is required")
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def targets(stack: Mapping[str, Any], os_id: str | None = None, arch: str | None = None) -> list[Target]:
+    """Every OS x arch x family combination of the stack's scope, optionally narrowed to one OS/arch."""
+    scope = stack["scope"]
+    for value, key in ((os_id, "os"), (arch, "arch")):
+        if value is not None and value not in scope[key]:
+            raise StackError(f"stack {stack['id']}: {key} '{value}' is outside scope.{key} {scope[key]}")
+    oses = [os_id] if os_id else scope["os"]
+    arches = [arch] if arch else scope["arch"]
+    lab_only = set(scope.get("lab_os") or [])
+    out = []
+    for o in oses:
+        # A lab-only OS (the local LXC image) never boots on an instance: no family rules apply to it.
+        families: list[str | None] = [None] if o in lab_only else list(scope["instance_families"])
+        out.extend(Target(o, a, f) for a in arches for f in families)
+    return out
+
+
+def unverified_notes(stack: Mapping[str, Any], lock: Mapping[str, Any] | None = None) -> list[Finding]:
+    """One note per artifact with no sha256 in stack or lock: such downloads need explicit consent."""
+    locked = (lock or {}).get("artifacts", {})
+    notes = []
+    for art in all_artifacts(stack):
+        entry = locked.get(art["name"]) or {}
+        if art.get("sha256") is None and not (entry.get("sha256") and entry.get("url") == art["url"]):
+            notes.append(
+                Finding(
+                    "checksum-unknown",
+                    "note",
+                    f"{art['name']} ({art['url']}) has no known sha256: "
+                    "lock it with `make mirror` or allow it unverified",
+                    "stacks/README: never invent a checksum",
+                    "",
+                )
+            )
+    return notes
+
+
+def check(
+    stack: Mapping[str, Any],
+    rules: Iterable[Mapping[str, Any]],
+    os_id: str | None = None,
+    arch: str | None = None,
+    lock: Mapping[str, Any] | None = None,
+) -> Report:
+    """Run every rule against every target in the stack's scope; one error per distinct message."""
+    rules = list(rules)
+    validate_stack(stack)
+    validate_rules(rules)
+    report = Report(stack_id=str(stack["id"]))
+    grouped: dict[tuple[str, str], tuple[Finding, list[str]]] = {}
+    for target in targets(stack, os_id, arch):
+        report.targets.append(str(target))
+        comps = resolve(stack, target.os, target.arch)
+        for rule in rules:
+            for finding in EVALUATORS[rule["kind"]](rule, comps, stack, target):
+                entry = grouped.setdefault((finding.rule, finding.message), (finding, []))
+                entry[1].append(str(target))
+    for finding, where in grouped.values():
+        report.errors.append(
+            Finding(finding.rule, finding.severity, finding.message, finding.citation, _summarise(where))
+        )
+    report.notes.extend(unverified_notes(stack, lock))
+    return report
+
+
+def _summarise(where: list[str]) -> str:
+    """Targets an error applies to, shortened: the same error on 40 targets is one line, not 40."""
+    shown = ", ".join(where[:3])
+    return shown if len(where) <= 3 else f"{shown} and {len(where) - 3} more"
+
+
+def format_report(report: Report) -> str:
+    """Human-readable lines for the terminal: one per error with its citation, then a count of notes."""
+    verdict = "OK" if report.ok else "REJECTED"
+    lines = [f"stack {report.stack_id}: {verdict} ({len(report.targets)} targets checked)"]
+    for f in report.errors:
+        lines.append(f"  ERROR [{f.rule}] {f.target}: {f.message}\n        source: {f.citation}")
+    for f in report.notes:
+        lines.append(f"  note  [{f.rule}] {f.message}")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""The one download path (artifact_fetch.py) against a local HTTP server serving real Debian packages.
+
+The server is a stand-in for a vendor/mirror host; the files and their sha256 are Debian's own (published in
+the signed Packages index), so a pass means the bytes really were verified.
+"""
+
+import json
+import shutil
+
+import pytest
+from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch as af
+
+
+def publish(root, name, url, deb):
+    """Place a file in the mirror layout `<name>/<file>` the fetcher expects."""
+    target = root / af.mirror_path(name, url)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(deb, target)
+    return target
+
+
+def test_fetch_verifies_and_is_idempotent(debian_debs, http_root, tmp_path):
+    (deb, digest), _ = debian_debs
+    base, root, requests = http_root
+    url = f"{base}/upstream/{deb.name}"
+    (root / "upstream").mkdir()
+    shutil.copyfile(deb, root / "upstream" / deb.name)
+    dest = tmp_path / "out" / deb.name
+    first = af.fetch("pkg", url, str(dest), sha256=digest)
+    assert (first.changed, first.verified, first.sha256, first.size) == (
+        True,
+        True,
+        digest,
+        deb.stat().st_size,
+    )
+    again = af.fetch("pkg", url, str(dest), sha256=digest)
+    assert again.changed is False
+    assert len(requests) == 1, "a verified file already in place must not be downloaded again"
+
+
+def test_mismatch_fails_with_both_hashes_and_leaves_nothing(debian_debs, http_root, tmp_path):
+    (deb, digest), (_, other_digest) = debian_debs
+    base, root, _ = http_root
+    url = f"https://vendor.invalid/{deb.name}"
+    publish(root, "pkg", url, deb)
+    dest = tmp_path / "out" / "pkg.deb"
+    with pytest.raises(af.ChecksumMismatchError) as err:
+        af.fetch("pkg", url, str(dest), sha256=other_digest, mirror=base)
+    assert f"expected sha256 {other_digest}, got {digest}" in str(err.value)
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == [], "partial download left behind"
+
+
+def test_unknown_checksum_is_refused_before_any_request(debian_debs, http_root, tmp_path):
+    (deb, _), _ = debian_debs
+    base, root, requests = http_root
+    url = f"https://vendor.invalid/{deb.name}"
+    publish(root, "pkg", url, deb)
+    with pytest.raises(af.ArtifactError, match=r"no known sha256.*make mirror"):
+        af.fetch("pkg", url, str(tmp_path / "x.deb"), mirror=base)
+    assert requests == []
+    result = af.fetch("pkg", url, str(tmp_path / "x.deb"), mirror=base, allow_unverified=True)
+    assert result.verified is False and result.changed is True
+
+
+def test_lock_records_and_then_verifies(debian_debs, http_root, tmp_path):
+    (deb, digest), _ = debian_debs
+    base, root, _ = http_root
+    url = f"https://vendor.invalid/{deb.name}"
+    served = publish(root, "pkg", url, deb)
+    lock_path = tmp_path / "locks" / "ts-test.lock.json"
+    result = af.fetch("pkg", url, str(tmp_path / "a.deb"), mirror=base, allow_unverified=True)
+    assert af.record_lock(str(lock_path), "ts-test", result, url) is True
+    assert af.record_lock(str(lock_path), "ts-test", result, url) is False
+    lock = json.loads(lock_path.read_text())
+    assert lock["stack"] == "ts-test"
+    assert lock["artifacts"]["pkg"]["sha256"] == digest, "lock must hold Debian's published digest"
+    verified = af.fetch("pkg", url, str(tmp_path / "b.deb"), mirror=base, lock=af.load_lock(str(lock_path)))
+    assert verified.verified is True
+    # Tamper with the mirror: the lock now catches it.
+    served.write_bytes(served.read_bytes() + b"tampered")
+    with pytest.raises(af.ChecksumMismatchError, match=f"expected sha256 {digest}"):
+        af.fetch("pkg", url, str(tmp_path / "c.deb"), mirror=base, lock=af.load_lock(str(lock_path)))
+    # A lock entry recorded for another URL (an older version) does not vouch for this one.
+    with pytest.raises(af.ArtifactError, match="no known sha256"):
+        af.fetch("pkg", url + ".new", str(tmp_path / "d.deb"), mirror=base, lock=af.load_lock(str(lock_path)))
+
+
+def test_mirror_paths_unquote_and_namespace(tmp_path):
+    url = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert af.mirror_path("torch", url) == "torch/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert af.source_for("gdrcopy-src", "https://github.com/x/archive/v2.5.2.tar.gz", "http://m/ts") == (
+        "http://m/ts/gdrcopy-src/v2.5.2.tar.gz"
+    )
+    assert af.source_for("a", "https://h/a.run", str(tmp_path)) == f"file://{tmp_path}/a/a.run"
+    assert af.source_for("a", "https://h/a.run", None) == "https://h/a.run"
+
+
+def test_file_mirror_and_upload(debian_debs, tmp_path):
+    (deb, digest), _ = debian_debs
+    url = f"https://vendor.invalid/{deb.name}"
+    mirror = tmp_path / "mirror"
+    placed = af.upload_to_mirror(str(mirror), "pkg", url, str(deb))
+    assert placed == str(mirror / "pkg" / deb.name)
+    result = af.fetch("pkg", url, str(tmp_path / "x.deb"), sha256=digest, mirror=f"file://{mirror}")
+    assert result.verified and result.source.startswith("file://")
+
+
+def test_unreachable_source_names_it(tmp_path):
+    with pytest.raises(af.ArtifactError, match=r"cannot download http://127\.0\.0\.1:9/"):
+        af.fetch("x", "http://127.0.0.1:9/x.tar.gz", str(tmp_path / "x"), sha256="a" * 64, timeout=5)
+
+
+def test_corrupt_lock_is_an_error(tmp_path):
+    bad = tmp_path / "bad.lock.json"
+    bad.write_text("{not json")
+    with pytest.raises(af.ArtifactError, match="unreadable"):
+        af.load_lock(str(bad))

@@ -88,19 +88,23 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, info: DistInfo) ->
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused, foreach=not fused)
 
 
-def _global_mean(value: torch.Tensor, info: DistInfo) -> float:
-    reduced = value.detach().float().clone()
+def _loss_and_norm(loss: torch.Tensor, norm: torch.Tensor, info: DistInfo) -> tuple[float, float]:
+    """Global mean loss and the (already global) gradient norm with one host synchronisation per step.
+
+    Reading either value earlier (``.item()`` between backward and the optimizer) would stall the host while
+    the GPU drains, and leave the GPU idle while the optimizer kernels are then launched.
+    """
+    reduced = loss.detach().float().clone()
     if info.world_size > 1:
         dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
         reduced /= info.world_size
-    return float(reduced.item())
+    loss_value, norm_value = torch.stack((reduced, norm.detach().float().to(reduced.device))).tolist()
+    return loss_value, norm_value
 
 
-def _grad_norm(model: torch.nn.Module, max_norm: float) -> float:
+def _clip(model: torch.nn.Module, max_norm: float) -> torch.Tensor:
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    if isinstance(norm, DTensor):
-        norm = norm.full_tensor()
-    return float(norm.item())
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 def _maybe_resume(cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
@@ -112,7 +116,7 @@ def _maybe_resume(cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.opt
     return checkpoint.load(found[1], model, optimizer)
 
 
-class _Run:
+class Trainer:
     """State of one invocation, so :func:`train` reads as the sequence of phases it is."""
 
     def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
@@ -139,10 +143,10 @@ class _Run:
         inputs, targets = self.data.batch(step, self.info.device)
         loss = self.model(inputs, targets)
         loss.backward()
-        grad_norm = _grad_norm(self.model, self.cfg.grad_clip)
+        norm = _clip(self.model, self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        loss_value = _global_mean(loss, self.info)
+        loss_value, grad_norm = _loss_and_norm(loss, norm, self.info)
         elapsed = now() - started
         self.timer.record(elapsed)
         self.losses.append(loss_value)
@@ -165,7 +169,7 @@ def train(cfg: TrainConfig) -> Summary:
     info = init_distributed(cfg.device)
     torch.manual_seed(cfg.seed)
     configure_attention(cfg.attn_backend)
-    run = _Run(cfg, info)
+    run = Trainer(cfg, info)
     last = cfg.steps
     if cfg.max_steps_this_run:
         last = min(last, run.start_step + cfg.max_steps_this_run)

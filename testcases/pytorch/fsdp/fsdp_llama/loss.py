@@ -16,6 +16,12 @@ import torch
 
 IGNORE_INDEX = -100
 
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """fp32 for bf16/fp16/fp32 work, fp64 kept as is (the reference tests run in fp64)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 ChunkFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -23,7 +29,7 @@ def ce_chunk_forward_backward(
     logits: torch.Tensor, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed loss of one chunk and d(sum loss)/d(logits), computed in fp32, gradient in the logits dtype."""
-    x = logits.float()
+    x = logits.to(accumulation_dtype(logits.dtype))
     lse = torch.logsumexp(x, dim=-1)
     valid = targets != IGNORE_INDEX
     safe = torch.where(valid, targets, torch.zeros_like(targets))
@@ -60,8 +66,9 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         fn = chunk_function(compiled)
         n_valid = (targets != IGNORE_INDEX).sum().clamp(min=1)
         grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        acc = accumulation_dtype(weight.dtype)
+        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        loss_sum = torch.zeros((), dtype=acc, device=hidden.device)
         for start in range(0, hidden.shape[0], chunk_tokens):
             h = hidden[start : start + chunk_tokens]
             logits = h @ weight.t()
@@ -69,8 +76,8 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
             del logits
             loss_sum += chunk_loss
             torch.matmul(grad_logits, weight, out=grad_hidden[start : start + chunk_tokens])
-            grad_weight += (grad_logits.t() @ h).float()
-        scale = 1.0 / n_valid.float()
+            grad_weight += (grad_logits.t() @ h).to(acc)
+        scale = 1.0 / n_valid.to(acc)
         ctx.save_for_backward(grad_hidden, grad_weight, scale)
         ctx.weight_dtype = weight.dtype
         return loss_sum * scale

@@ -173,9 +173,12 @@ class Transformer(nn.Module):
             self.norm.reset_parameters()
             if not self.cfg.tie_embeddings:
                 nn.init.normal_(self.output.weight, std=std)
-        # Re-created rather than copied into: a bf16-master model would otherwise round the table to bf16.
-        self.rope = rope_cos_sin(self.cfg, self.rope_len, device=self.rope.device)
+        self.init_rope()
         torch.random.set_rng_state(gen_state)
+
+    def init_rope(self) -> None:
+        """Re-create the fp32 cos/sin table (``to(bf16)`` or ``to_empty`` would have rounded or voided it)."""
+        self.rope = rope_cos_sin(self.cfg, self.rope_len, device=self.rope.device)
 
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """Everything up to, and including, the final norm."""

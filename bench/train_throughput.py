@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Training throughput on one GPU: Hugging Face LlamaForCausalLM against trainstack's pytorch/fsdp model.
+
+Why one script and one run: the comparison is only fair when every variant sees the same GPU, the same
+software, the same config, batch and synthetic data, and the same FLOP count. Each variant runs in its own
+child process (a crash or an out-of-memory error in one does not end the others, and each starts with an
+empty allocator), and the parent writes one JSON with all of them.
+
+Variants:
+  hf_eager    LlamaForCausalLM, fp32 weights, torch.autocast(bf16), AdamW (default, foreach).
+  hf_fsdp2    the same model wrapped the way the usual FSDP test cases do: fully_shard per decoder layer and
+              root, MixedPrecisionPolicy(bf16 params, fp32 reduce), no autocast.
+  hf_compile  hf_eager under torch.compile (whole model).
+  ours        testcases/pytorch/fsdp exactly as its entrypoint builds it (FSDP2, per-block compile,
+              fused linear cross-entropy, fused AdamW), the SDPA backend chosen by a quick probe.
+  ours_<tag>  ours with TrainConfig overrides (``--ours-variant tag:key=value,key=value``), for ablations.
+
+FLOPs per token, the same for every variant: ``6 * N + 12 * n_layers * dim * seq_len`` (N = unique
+parameters, a tied embedding counted once; the attention term counts both seq x seq products forward and
+backward without the causal half). MFU = tokens/s x FLOPs per token / dense bf16 peak (989 TFLOP/s for
+H100/H200). Timing: wall time per step with one host synchronisation at its end (the loss value), over
+the steps after ``--warmup``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
+sys.path.insert(0, str(FSDP_DIR))
+RESULT_PREFIX = "BENCH_RESULT "
+HF_VARIANTS = ("hf_eager", "hf_fsdp2", "hf_compile")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """CLI; ``--child`` is internal (the parent passes one variant's JSON spec)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", default="llama3_2_1b")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--steps", type=int, default=14)
+    parser.add_argument("--warmup", type=int, default=4)
+    parser.add_argument("--variants", default="hf_eager,hf_fsdp2,hf_compile,ours")
+    parser.add_argument("--ours-variant", action="append", default=[], help="tag:key=value,key=value")
+    parser.add_argument("--ours-override", default="", help="key=value,... applied to every ours* variant")
+    parser.add_argument(
+        "--batch-ladder", default="", help="try these batch sizes in order; keep the first fit"
+    )
+    parser.add_argument("--profile", action="store_true", help="profile 2 steps of `ours` after timing")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per child process")
+    parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "train_throughput.json")
+    parser.add_argument("--log-tar", type=Path, default=None, help="tar.gz of every child's log")
+    parser.add_argument(
+        "--device", default="cuda", help="cpu only to smoke-test this script on a tiny config"
+    )
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------------------------- child side
+def _overrides(text: str) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in text.split(",") if item]
+    return {key.strip().replace("-", "_"): value.strip() for key, value in pairs}
+
+
+def _train_config(spec: dict[str, Any]) -> Any:
+    from fsdp_llama.config import TrainConfig
+
+    base = TrainConfig(
+        config=spec["config"],
+        steps=spec["steps"] + (2 if spec.get("profile") else 0),
+        batch_size=spec["batch_size"],
+        seq_len=spec["seq_len"],
+        warmup_steps=2,
+        lr=3e-4,
+        device=spec["device"],
+        compile="true" if spec["device"] == "cuda" else "false",
+        metric_warmup_steps=spec["warmup"],
+    )
+    for key, value in spec.get("overrides", {}).items():
+        current = getattr(base, key)
+        setattr(base, key, type(current)(value))
+    base.validate()
+    return base
+
+
+def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], flops_token: float) -> dict:
+    import torch
+    from fsdp_llama.metrics import peak_tflops
+
+    window = times[spec["warmup"] :]
+    tokens = spec["batch_size"] * spec["seq_len"]
+    tokens_per_s = tokens * len(window) / sum(window)
+    cuda = spec["device"] == "cuda"
+    peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
+    tflops = tokens_per_s * flops_token / 1e12
+    return {
+        "tokens_per_s": tokens_per_s,
+        "tflops_per_gpu": tflops,
+        "mfu": tflops / peak if peak else None,
+        "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
+        "step_time_median_s": sorted(window)[len(window) // 2],
+        "first_step_s": times[0],
+        "step_times_s": times,
+        "losses": losses,
+        "flops_per_token": flops_token,
+    }
+
+
+def _profile(step_fn: Any, first_step: int, out_dir: Path, tag: str) -> dict[str, Any]:
+    """Two profiled steps: kernel time by category against wall time shows where the step goes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for step in range(first_step, first_step + 2):
+            step_fn(step)
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - started) / 2
+    categories: dict[str, float] = {}
+    kernels: list[tuple[str, float]] = []
+    for evt in prof.key_averages():
+        if evt.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        micro = getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0.0)
+        kernels.append((evt.key, micro / 2 / 1e3))
+        name = evt.key.lower()
+        category = next(
+            (
+                label
+                for label, words in (
+                    ("attention", ("flash", "fmha", "cudnn", "attention", "sdpa")),
+                    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "matmul", "sm90")),
+                    ("optimizer", ("adam", "multi_tensor")),
+                    ("nccl", ("nccl",)),
+                    ("triton_fused", ("triton",)),
+                    ("copy_cast", ("copy", "cast", "memcpy", "memset", "fill")),
+                )
+                if any(word in name for word in words)
+            ),
+            "other",
+        )
+        categories[category] = categories.get(category, 0.0) + micro / 2 / 1e3
+    kernels.sort(key=lambda item: -item[1])
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=40)
+    (out_dir / f"profile_{tag}.txt").write_text(table, encoding="utf-8")
+    busy = sum(categories.values())
+    return {
+        "step_wall_ms": wall * 1e3,
+        "kernel_ms_per_step": busy,
+        "gpu_idle_ms_per_step": wall * 1e3 - busy,
+        "by_category_ms": dict(sorted(categories.items(), key=lambda item: -item[1])),
+        "top_kernels_ms": kernels[:25],
+    }
+
+
+def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    """The test case's own Trainer, so the bench measures exactly what the entrypoint runs."""
+    import torch
+    from fsdp_llama.loop import Trainer
+    from fsdp_llama.parallel import configure_attention, init_distributed
+
+    cfg = _train_config(spec)
+    info = init_distributed(cfg.device)
+    torch.manual_seed(cfg.seed)
+    configure_attention(cfg.attn_backend)
+    if info.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    built = time.perf_counter()
+    trainer = Trainer(cfg, info)
+    build_s = time.perf_counter() - built
+    times, losses = [], []
+    for step in range(spec["steps"]):
+        record = trainer.step(step)
+        times.append(record["step_time_s"])
+        losses.append(record["loss"])
+    result = _summarise(times, losses, spec, trainer.flops_token)
+    result.update({"params": trainer.model.num_params(), "build_s": build_s, "train_config": vars(cfg)})
+    if spec.get("profile"):
+        result["profile"] = _profile(trainer.step, spec["steps"], Path(spec["log_dir"]), spec["name"])
+    return result
+
+
+def _hf_model(spec: dict[str, Any]) -> Any:
+    import torch
+    import transformers
+    from fsdp_llama.config import MODEL_CONFIGS
+    from fsdp_llama.hf_compat import hf_config_kwargs
+
+    config = transformers.LlamaConfig(**hf_config_kwargs(MODEL_CONFIGS[spec["config"]]))
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device(spec["device"]):
+        return transformers.LlamaForCausalLM(config)
+
+
+def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
+    """Hugging Face in the three ways FSDP test cases commonly run it."""
+    import torch
+    import transformers
+    from fsdp_llama.config import MODEL_CONFIGS
+    from fsdp_llama.data import BatchSource
+    from fsdp_llama.metrics import flops_per_token
+    from fsdp_llama.parallel import init_distributed
+
+    info = init_distributed(spec["device"])
+    if info.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    model = _hf_model(spec)
+    params = sum(p.numel() for p in model.parameters())
+    autocast = torch.autocast(info.device.type, dtype=torch.bfloat16)
+    if spec["name"] == "hf_fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mesh = init_device_mesh(info.device.type, (info.world_size,))
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        autocast = nullcontext()
+    step_model = torch.compile(model) if spec["name"] == "hf_compile" else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    cfg = MODEL_CONFIGS[spec["config"]]
+    data = BatchSource("synthetic", cfg.vocab_size, spec["batch_size"], spec["seq_len"], 0, 1, 1234)
+
+    def one_step(step: int) -> tuple[float, float]:
+        started = time.perf_counter()
+        inputs, _ = data.batch(step, info.device)
+        with autocast:
+            loss = step_model(input_ids=inputs, labels=inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        value = float(loss.item())
+        return time.perf_counter() - started, value
+
+    times, losses = [], []
+    for step in range(spec["steps"]):
+        seconds, value = one_step(step)
+        times.append(seconds)
+        losses.append(value)
+    result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
+    result.update({"params": params, "transformers": transformers.__version__})
+    return result
+
+
+def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Forward+backward time of causal SDPA at the config's shape, per backend: picks `ours`' backend."""
+    import torch
+    from fsdp_llama.config import MODEL_CONFIGS
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    cfg = MODEL_CONFIGS[spec["config"]]
+    shape = (spec["batch_size"], cfg.n_heads, spec["seq_len"], cfg.head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    timings: dict[str, float | str] = {}
+    for label, backend in (
+        ("flash", SDPBackend.FLASH_ATTENTION),
+        ("cudnn", SDPBackend.CUDNN_ATTENTION),
+        ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+    ):
+        try:
+            with sdpa_kernel([backend]):
+                for _ in range(3):
+                    scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(10):
+                    scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
+                end.record()
+                torch.cuda.synchronize()
+            timings[label] = start.elapsed_time(end) / 10
+        except RuntimeError as err:
+            timings[label] = f"unavailable: {str(err).splitlines()[0][:160]}"
+    numeric = {key: value for key, value in timings.items() if isinstance(value, float)}
+    causal_flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3] / 2 * 3.5
+    return {
+        "fwd_bwd_ms": timings,
+        "best": min(numeric, key=numeric.get) if numeric else "auto",
+        "note": "fwd+bwd of causal attention; TFLOP/s uses causal FLOPs with bwd = 2.5x fwd",
+        "tflops": {key: causal_flops / (ms / 1e3) / 1e12 for key, ms in numeric.items()},
+    }
+
+
+def child_main(spec: dict[str, Any]) -> None:
+    """Run one variant and print its result line; exceptions become an ``ok: false`` result."""
+    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
+    try:
+        if spec["name"] == "attention_probe":
+            result = run_attention_probe(spec)
+        elif spec["name"] in HF_VARIANTS:
+            result = run_hf(spec)
+        else:
+            result = run_ours(spec)
+        result["ok"] = True
+    except Exception as err:  # the parent records the failure (OOM included) and goes on
+        result = {"ok": False, "error": f"{type(err).__name__}: {str(err)[:600]}"}
+    result["name"] = spec["name"]
+    result["batch_size"] = spec["batch_size"]
+    sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------------------------- parent side
+def launch(spec: dict[str, Any], timeout: int, log_dir: Path) -> dict[str, Any]:
+    """One child process; its whole output goes to a log, its result line is parsed."""
+    log = log_dir / f"{spec['name']}_b{spec['batch_size']}.log"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        output = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as err:
+        output = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        output += f"\nTIMEOUT after {timeout}s\n"
+    log.write_text(output, encoding="utf-8")
+    lines = [line for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
+    if lines:
+        result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    else:
+        result = {"name": spec["name"], "ok": False, "error": "no result line: " + output[-600:]}
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import torch
+
+    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    if torch.cuda.is_available():  # the parent never touches the GPU beyond this query
+        info["gpu"] = torch.cuda.get_device_name()
+        info["gpus"] = torch.cuda.device_count()
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        info["transformers"] = None
+    return info
+
+
+def _row(result: dict[str, Any]) -> str:
+    if not result.get("ok"):
+        return (
+            f"{result['name']:<16} b{result.get('batch_size', '?'):<3} FAILED {result.get('error', '')[:90]}"
+        )
+    return (
+        f"{result['name']:<16} b{result['batch_size']:<3} {result['tokens_per_s']:>10,.0f} tok/s "
+        f"{result['tflops_per_gpu']:>7.1f} TFLOP/s  MFU {100 * (result['mfu'] or 0):5.1f} %  "
+        f"peak {result['peak_mem_gb'] or 0:6.1f} GB"
+    )
+
+
+def parent_main(args: argparse.Namespace) -> int:
+    """Probe attention, run every variant, write the JSON and print a table."""
+    log_dir = (args.log_tar.parent if args.log_tar else args.output.parent) / f"logs_{args.config}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    base = {
+        "config": args.config,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "log_dir": str(log_dir),
+        "device": args.device,
+    }
+    probe: dict[str, Any] = {"ok": False, "error": "not run on cpu"}
+    if args.device == "cuda":
+        probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)
+    shared = _overrides(args.ours_override)
+    shared.setdefault("attn_backend", probe.get("best", "auto") if probe.get("ok") else "auto")
+    specs: list[dict[str, Any]] = []
+    for name in [item for item in args.variants.split(",") if item]:
+        overrides = shared if name == "ours" else {}
+        specs.append(
+            {**base, "name": name, "overrides": overrides, "profile": args.profile and name == "ours"}
+        )
+    for item in args.ours_variant:
+        tag, _, text = item.partition(":")
+        specs.append({**base, "name": f"ours_{tag}", "overrides": {**shared, **_overrides(text)}})
+    ladder = [int(b) for b in args.batch_ladder.split(",") if b] or [args.batch_size]
+    results = []
+    for spec in specs:
+        for batch in ladder:
+            result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
+            results.append(result)
+            print(_row(result), flush=True)
+            if result.get("ok"):
+                break
+    document = {
+        "benchmark": "train_throughput",
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "environment": environment(),
+        "config": args.config,
+        "seq_len": args.seq_len,
+        "timed_steps": args.steps - args.warmup,
+        "flop_formula": "6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs 989 TFLOP/s",
+        "attention_probe": probe,
+        "results": results,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if args.log_tar:
+        with tarfile.open(args.log_tar, "w:gz") as tar:
+            tar.add(log_dir, arcname=log_dir.name)
+    print("\n".join(_row(r) for r in results))
+    return 0
+
+
+def main() -> int:
+    """Dispatch to the child or the parent side."""
+    args = parse_args()
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+    return parent_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared fixtures for the test case catalog's CPU tests: import paths and a one-rank gloo group."""
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
+DDP_DIR = ROOT / "testcases" / "pytorch" / "ddp"
+NCCL_DIR = ROOT / "testcases" / "nccl" / "collectives"
+for path in (FSDP_DIR, DDP_DIR, NCCL_DIR):
+    sys.path.insert(0, str(path))
+
+torch = pytest.importorskip("torch")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def gloo_world(monkeypatch):
+    """A single-rank gloo process group (what ``python train.py`` gives), torn down after the test."""
+    import torch.distributed as dist
+
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+    env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.fixture
+def torchrun_env():
+    """Environment for torchrun children: CPU only, one thread each (the machine has two cores)."""
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"})
+    return env

@@ -1,0 +1,87 @@
+"""Our Llama against Hugging Face transformers' LlamaForCausalLM with the same weights (CPU, tiny shape).
+
+transformers (pinned in requirements-testcases.txt, no torch requirement of its own) is the reference: in
+float64 the two agree to 1e-7 (both build the RoPE cos/sin table in fp32, HF by its own fp32 arithmetic, so
+fp64 cannot agree to 1e-15), in float32 to 1e-5, for logits, the loss of our
+fused linear cross-entropy and the gradients. The Llama-3 RoPE rescaling is switched on with a short
+original context so that its piecewise branches actually change the frequencies at this tiny head size.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from fsdp_llama.config import LLAMA3_ROPE_SCALING, MODEL_CONFIGS  # noqa: E402
+from fsdp_llama.hf_compat import from_hf, hf_config_kwargs, to_hf  # noqa: E402
+from fsdp_llama.model import Transformer, rope_frequencies  # noqa: E402
+
+SCALING = {**LLAMA3_ROPE_SCALING, "original_max_position_embeddings": 64.0, "factor": 4.0}
+
+
+def _pair(tied: bool, dtype: torch.dtype):
+    cfg = dataclasses.replace(MODEL_CONFIGS["tiny"], rope_scaling=SCALING, tie_embeddings=tied)
+    hf_cfg = transformers.LlamaConfig(**hf_config_kwargs(cfg))
+    hf_cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(hf_cfg).to(dtype)
+    ours = Transformer(cfg).to(dtype)
+    result = ours.load_state_dict(from_hf(hf.state_dict(), cfg), strict=True)
+    assert not result.missing_keys
+    ours.init_rope()
+    return cfg, hf, ours
+
+
+def _batch(cfg, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randint(0, cfg.vocab_size, (3, 97), generator=gen)
+    return rows[:, :-1], rows[:, 1:]
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float64, 1e-7), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("tied", [True, False])
+def test_loss_logits_and_grads_match_hugging_face(dtype, tol, tied):
+    cfg, hf, ours = _pair(tied, dtype)
+    inputs, targets = _batch(cfg)
+    hf_logits = hf(input_ids=inputs).logits
+    ref = torch.nn.functional.cross_entropy(hf_logits.flatten(0, 1), targets.flatten())
+    ref.backward()
+    loss = ours(inputs, targets)
+    loss.backward()
+    assert abs(loss.item() - ref.item()) <= tol * ref.item()
+    with torch.no_grad():
+        assert torch.allclose(ours(inputs), hf_logits, rtol=0, atol=tol * 10)
+    pairs = [
+        (ours.tok_embeddings.weight, hf.model.embed_tokens.weight),
+        (ours.layers["0"].attention.wq.weight, hf.model.layers[0].self_attn.q_proj.weight),
+        (ours.layers["1"].feed_forward.w1.weight, hf.model.layers[1].mlp.gate_proj.weight),
+        (ours.norm.weight, hf.model.norm.weight),
+    ]
+    for mine, theirs in pairs:
+        assert (mine.grad - theirs.grad).norm() <= tol * 10 * theirs.grad.norm()
+
+
+def test_rope_scaling_matches_hugging_face_frequencies():
+    cfg, hf, _ = _pair(True, torch.float64)
+    assert torch.allclose(rope_frequencies(cfg).double(), hf.model.rotary_emb.inv_freq.double(), rtol=1e-6)
+    plain = dataclasses.replace(cfg, rope_scaling=None)
+    assert not torch.allclose(rope_frequencies(plain), rope_frequencies(cfg))
+
+
+def test_a_wrong_weight_is_detected():
+    """The comparison can fail: one perturbed weight moves the loss well past the tolerance."""
+    cfg, hf, ours = _pair(False, torch.float64)
+    inputs, targets = _batch(cfg)
+    with torch.no_grad():
+        ours.layers["1"].attention.wv.weight[0, 0] += 0.5
+        ref = torch.nn.functional.cross_entropy(hf(input_ids=inputs).logits.flatten(0, 1), targets.flatten())
+        assert abs(ours(inputs, targets).item() - ref.item()) > 1e-6
+
+
+def test_state_dict_names_round_trip():
+    cfg, hf, ours = _pair(False, torch.float32)
+    converted = to_hf(ours.state_dict())
+    assert set(converted) == set(hf.state_dict())
+    assert set(from_hf(converted, cfg)) == set(ours.state_dict())

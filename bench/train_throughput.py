@@ -65,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--device", default="cuda", help="cpu only to smoke-test this script on a tiny config"
     )
+    parser.add_argument("--log-dir", type=Path, default=None, help="child logs (default: beside --output)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -376,7 +377,7 @@ def _row(result: dict[str, Any]) -> str:
 
 def parent_main(args: argparse.Namespace) -> int:
     """Probe attention, run every variant, write the JSON and print a table."""
-    log_dir = (args.log_tar.parent if args.log_tar else args.output.parent) / f"logs_{args.config}"
+    log_dir = args.log_dir or args.output.parent / f"logs_{args.config}"
     log_dir.mkdir(parents=True, exist_ok=True)
     base = {
         "config": args.config,

@@ -69,7 +69,7 @@ unit: setup ## unit tests (no containers)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 molecule: setup ## molecule scenarios run in make test
-	@for s in $(MOLECULE_SCENARIOS); do scripts/molecule-scenario.sh "$$s"; done
+	@for s in $(MOLECULE_SCENARIOS); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s "$$s" || exit 1; done
 
 integration: setup ## integration tests (lab, moto, packer)
 	$(BIN)/pytest tests/integration -m "not slow" $(PYTEST_ARGS)

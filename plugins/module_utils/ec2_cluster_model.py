@@ -1,0 +1,443 @@
+# Copyright: trainstack contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure model of the trainstack.cluster.ec2_cluster inventory: no AWS calls, no Ansible objects.
+
+Everything that decides *what* the inventory holds (which instances belong to which cluster, under which
+role and queue, with which groups and host variables) lives here so that it can be unit-tested with plain
+dictionaries, and so that the cached path can rebuild the inventory from stored records without touching
+AWS or templating anything per host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "hyperpod", "tagged")
+EC2_KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "tagged")
+ROLES: tuple[str, ...] = ("head", "login", "compute")
+HOSTNAME_CHOICES: tuple[str, ...] = (
+    "private-dns-name",
+    "private-ip-address",
+    "instance-id",
+    "slurm-node-name",
+)
+
+PC_CLUSTER_TAG = "parallelcluster:cluster-name"
+PC_NODE_TYPE_TAG = "parallelcluster:node-type"
+PC_QUEUE_TAG = "parallelcluster:queue-name"
+PC_COMPUTE_RESOURCE_TAG = "parallelcluster:compute-resource-name"
+PCS_CLUSTER_TAG = "aws:pcs:cluster-id"
+PCS_NODE_GROUP_TAG = "aws:pcs:compute-node-group-id"
+
+# ParallelCluster writes these node types; anything else (a future type) keeps its own lower-cased name so
+# that it is visible rather than silently filed as compute.
+_PC_ROLE = {"HeadNode": "head", "LoginNode": "login", "Compute": "compute"}
+_TAGGED_ROLE = {
+    "head": "head",
+    "headnode": "head",
+    "controller": "head",
+    "login": "login",
+    "loginnode": "login",
+    "compute": "compute",
+    "worker": "compute",
+}
+_UNSAFE_GROUP_CHARS = re.compile(r"[^A-Za-z0-9_]")
+_RECORD_VERSION = 1
+
+
+class Ec2ClusterError(Exception):
+    """A user-facing problem (bad option, AWS refused, nothing found); the plugin re-raises it for Ansible."""
+
+
+@dataclass(slots=True)
+class Node:
+    """One host of one cluster: the only per-host data that is fetched, cached and turned into variables.
+
+    Kept flat and small on purpose: the cached path stores a list of these as rows and rebuilds the whole
+    inventory from them, so every extra field costs on every run.
+    """
+
+    instance_id: str
+    instance_type: str
+    region: str
+    cluster_name: str
+    cluster_kind: str
+    role: str
+    availability_zone: str | None = None
+    private_ip: str | None = None
+    private_dns: str | None = None
+    queue: str | None = None
+    compute_resource: str | None = None
+    slurm_node_name: str | None = None
+    cluster_id: str | None = None
+    tags: dict[str, str] | None = None
+
+    def to_row(self) -> list[object]:
+        """Serialise as a positional row; JSON of rows is about half the size of JSON of dicts."""
+        return [
+            self.instance_id,
+            self.instance_type,
+            self.region,
+            self.cluster_name,
+            self.cluster_kind,
+            self.role,
+            self.availability_zone,
+            self.private_ip,
+            self.private_dns,
+            self.queue,
+            self.compute_resource,
+            self.slurm_node_name,
+            self.cluster_id,
+            self.tags,
+        ]
+
+
+@dataclass(slots=True, frozen=True)
+class TypeFacts:
+    """Accelerator and network facts of one instance type, asked once per type per run."""
+
+    gpu_count: int = 0
+    gpu_model: str | None = None
+    gpu_memory_mib: int | None = None
+    efa_interfaces: int = 0
+    source: str = "api"
+
+    def to_row(self) -> list[object]:
+        """Positional form for the inventory cache."""
+        return [self.gpu_count, self.gpu_model, self.gpu_memory_mib, self.efa_interfaces, self.source]
+
+
+# Fallback facts for accelerated types, from the AWS instance type documentation. Used only for a type that
+# describe_instance_types does not return (too new for the region or endpoint, or the call is not allowed):
+# the API answer always wins when there is one.
+BUILTIN_TYPE_FACTS: Mapping[str, TypeFacts] = {
+    "p4d.24xlarge": TypeFacts(8, "A100", 40960, 4, "builtin"),
+    "p4de.24xlarge": TypeFacts(8, "A100", 81920, 4, "builtin"),
+    "p5.48xlarge": TypeFacts(8, "H100", 81920, 32, "builtin"),
+    "p5e.48xlarge": TypeFacts(8, "H200", 144384, 32, "builtin"),
+    "p5en.48xlarge": TypeFacts(8, "H200", 144384, 16, "builtin"),
+    "p6-b200.48xlarge": TypeFacts(8, "B200", 183359, 8, "builtin"),
+    "g5.48xlarge": TypeFacts(8, "A10G", 22888, 1, "builtin"),
+    "g6e.48xlarge": TypeFacts(8, "L40S", 45776, 1, "builtin"),
+    "trn1.32xlarge": TypeFacts(0, None, None, 8, "builtin"),
+    "trn2.48xlarge": TypeFacts(0, None, None, 16, "builtin"),
+}
+
+
+@dataclass(slots=True, frozen=True)
+class SourceFilter:
+    """Which EC2 instances count as cluster nodes: the kinds asked for, the cluster names, the tag keys."""
+
+    kinds: tuple[str, ...]
+    cluster_names: frozenset[str] = frozenset()
+    tagged_cluster_tag: str | None = None
+    tagged_role_tag: str | None = None
+    tagged_queue_tag: str | None = None
+    pcs_login_node_groups: frozenset[str] = frozenset()
+    slurm_node_name_tag: str | None = None
+    include_tags: bool = False
+
+
+@dataclass(slots=True)
+class Plan:
+    """The finished inventory as plain data: what the plugin hands to InventoryData, nothing more."""
+
+    hostvars: dict[str, dict[str, object]] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)
+
+
+def node_from_row(row: Sequence[object]) -> Node:
+    """Inverse of Node.to_row, used on the cached path."""
+    return Node(*row)  # type: ignore[arg-type]
+
+
+def facts_from_row(row: Sequence[object]) -> TypeFacts:
+    """Inverse of TypeFacts.to_row."""
+    return TypeFacts(*row)  # type: ignore[arg-type]
+
+
+def pack_records(nodes: Iterable[Node], facts: Mapping[str, TypeFacts]) -> dict[str, object]:
+    """What goes into Ansible's inventory cache: rows, not objects, with a version to reject old layouts."""
+    return {
+        "version": _RECORD_VERSION,
+        "nodes": [node.to_row() for node in nodes],
+        "types": {name: fact.to_row() for name, fact in facts.items()},
+    }
+
+
+def unpack_records(data: object) -> tuple[list[Node], dict[str, TypeFacts]] | None:
+    """Read a cache entry back; None when it was written by another layout so the caller refetches."""
+    if not isinstance(data, Mapping) or data.get("version") != _RECORD_VERSION:
+        return None
+    nodes = [node_from_row(row) for row in data.get("nodes", [])]
+    facts = {name: facts_from_row(row) for name, row in data.get("types", {}).items()}
+    return nodes, facts
+
+
+def ec2_type_name(instance_type: str) -> str:
+    """HyperPod names types `ml.p5.48xlarge`; describe_instance_types knows them without the `ml.` prefix."""
+    return instance_type[3:] if instance_type.startswith("ml.") else instance_type
+
+
+def facts_from_instance_type(info: Mapping[str, object]) -> TypeFacts:
+    """Reduce one describe_instance_types entry to the four numbers the inventory publishes."""
+    gpu_info = info.get("GpuInfo") or {}
+    gpus = (gpu_info.get("Gpus") or []) if isinstance(gpu_info, Mapping) else []
+    count = sum(int(gpu.get("Count", 0)) for gpu in gpus)
+    model = gpus[0].get("Name") if gpus else None
+    memory = gpus[0].get("MemoryInfo", {}).get("SizeInMiB") if gpus else None
+    network = info.get("NetworkInfo") or {}
+    efa = 0
+    if isinstance(network, Mapping) and network.get("EfaSupported"):
+        efa = int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 1))
+    return TypeFacts(count, model, memory, efa, "api")
+
+
+def tag_dict(tags: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
+    """EC2 answers tags as a list of Key/Value pairs; everything here looks them up by key."""
+    return {tag["Key"]: tag["Value"] for tag in tags or ()}
+
+
+def slurm_name_from_address(private_dns: str | None, private_ip: str | None) -> str | None:
+    """HyperPod names Slurm nodes after the EC2 host name (`ip-10-1-2-3`), so it follows from the address."""
+    if private_dns:
+        return private_dns.split(".", 1)[0]
+    if private_ip:
+        return "ip-" + private_ip.replace(".", "-")
+    return None
+
+
+def _role_from_tagged(value: str | None) -> str:
+    """User-chosen role tags vary in spelling; map the usual ones and call the rest compute."""
+    if not value:
+        return "compute"
+    return _TAGGED_ROLE.get(value.strip().lower(), "compute")
+
+
+def _identify(
+    tags: Mapping[str, str], flt: SourceFilter
+) -> tuple[str, str, str, str | None, str | None] | None:
+    """Return (kind, cluster, role, queue, compute resource) for a tagged instance, or None if not ours."""
+    if "parallelcluster" in flt.kinds and PC_CLUSTER_TAG in tags:
+        node_type = tags.get(PC_NODE_TYPE_TAG, "Compute")
+        role = _PC_ROLE.get(node_type, node_type.lower())
+        return (
+            "parallelcluster",
+            tags[PC_CLUSTER_TAG],
+            role,
+            tags.get(PC_QUEUE_TAG),
+            tags.get(PC_COMPUTE_RESOURCE_TAG),
+        )
+    if "pcs" in flt.kinds and PCS_CLUSTER_TAG in tags:
+        group = tags.get(PCS_NODE_GROUP_TAG)
+        role = "login" if group in flt.pcs_login_node_groups else "compute"
+        return ("pcs", tags[PCS_CLUSTER_TAG], role, group, None)
+    if "tagged" in flt.kinds and flt.tagged_cluster_tag and flt.tagged_cluster_tag in tags:
+        role = _role_from_tagged(tags.get(flt.tagged_role_tag) if flt.tagged_role_tag else None)
+        queue = tags.get(flt.tagged_queue_tag) if flt.tagged_queue_tag else None
+        return ("tagged", tags[flt.tagged_cluster_tag], role, queue, None)
+    return None
+
+
+def node_from_ec2_instance(instance: Mapping[str, object], region: str, flt: SourceFilter) -> Node | None:
+    """Turn one describe_instances entry into a Node, or None when it is not a node of a wanted cluster.
+
+    The server-side filters already narrowed the answer, but one call serves several kinds, so the exact
+    decision (and the cluster-name filter across kinds) is taken here.
+    """
+    tags = tag_dict(instance.get("Tags"))  # type: ignore[arg-type]
+    identity = _identify(tags, flt)
+    if identity is None:
+        return None
+    kind, cluster, role, queue, resource = identity
+    if flt.cluster_names and cluster not in flt.cluster_names:
+        return None
+    placement = instance.get("Placement") or {}
+    slurm = tags.get(flt.slurm_node_name_tag) if flt.slurm_node_name_tag else None
+    return Node(
+        instance_id=str(instance["InstanceId"]),
+        instance_type=str(instance["InstanceType"]),
+        region=region,
+        cluster_name=cluster,
+        cluster_kind=kind,
+        role=role,
+        availability_zone=placement.get("AvailabilityZone") if isinstance(placement, Mapping) else None,
+        private_ip=instance.get("PrivateIpAddress") or None,  # type: ignore[arg-type]
+        private_dns=instance.get("PrivateDnsName") or None,  # type: ignore[arg-type]
+        queue=queue,
+        compute_resource=resource,
+        slurm_node_name=slurm,
+        cluster_id=tags.get(PCS_CLUSTER_TAG) if kind == "pcs" else None,
+        tags=tags if flt.include_tags else None,
+    )
+
+
+def hyperpod_cluster_id(cluster_arn: str) -> str:
+    """The SSM target uses the short cluster id, the last path element of the cluster ARN."""
+    return cluster_arn.rsplit("/", 1)[-1]
+
+
+def node_from_hyperpod(
+    cluster_name: str,
+    cluster_id: str,
+    region: str,
+    summary: Mapping[str, object],
+    details: Mapping[str, object] | None,
+    head_groups: frozenset[str],
+    login_groups: frozenset[str],
+) -> Node:
+    """Build a Node from list_cluster_nodes (and, when asked, describe_cluster_node) answers.
+
+    HyperPod has no node-type tag: the instance group names that hold the Slurm controller and the login
+    nodes are configuration, so the caller passes them.
+    """
+    group = str(summary["InstanceGroupName"])
+    details = details or {}
+    placement = details.get("Placement") or {}
+    private_ip = details.get("PrivatePrimaryIp") or None
+    private_dns = details.get("PrivateDnsHostname") or None
+    role = "head" if group in head_groups else "login" if group in login_groups else "compute"
+    return Node(
+        instance_id=str(summary["InstanceId"]),
+        instance_type=ec2_type_name(str(summary.get("InstanceType") or details.get("InstanceType") or "")),
+        region=region,
+        cluster_name=cluster_name,
+        cluster_kind="hyperpod",
+        role=role,
+        availability_zone=placement.get("AvailabilityZone") if isinstance(placement, Mapping) else None,
+        private_ip=private_ip,  # type: ignore[arg-type]
+        private_dns=private_dns,  # type: ignore[arg-type]
+        queue=group,
+        slurm_node_name=slurm_name_from_address(private_dns, private_ip),  # type: ignore[arg-type]
+        cluster_id=cluster_id,
+    )
+
+
+def ssm_target(node: Node) -> str:
+    """HyperPod's SSM target: `sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>`."""
+    return f"sagemaker-cluster:{node.cluster_id}_{node.queue}-{node.instance_id}"
+
+
+def ssm_proxy_args(target: str, region: str, profile: str | None) -> str:
+    """ssh options that tunnel through SSM, so HyperPod nodes need no inbound port or bastion."""
+    command = (
+        f"aws ssm start-session --target {target} --document-name AWS-StartSSHSession "
+        f"--parameters portNumber=%p --region {region}"
+    )
+    if profile:
+        command += f" --profile {profile}"
+    return f'-o ProxyCommand="{command}"'
+
+
+def choose_hostname(node: Node, preferences: Sequence[str]) -> str:
+    """First available name in the user's order; the instance id always exists, so it closes the list."""
+    for preference in preferences:
+        value = {
+            "private-dns-name": node.private_dns,
+            "private-ip-address": node.private_ip,
+            "instance-id": node.instance_id,
+            "slurm-node-name": node.slurm_node_name,
+        }.get(preference)
+        if value:
+            return value
+    return node.instance_id
+
+
+def safe_group(name: str) -> str:
+    """Ansible group names allow letters, digits and underscores only."""
+    return _UNSAFE_GROUP_CHARS.sub("_", name)
+
+
+def group_names(node: Node, prefix: str) -> list[tuple[str, str | None]]:
+    """The groups one node joins, each with its parent group (or None for a top-level group).
+
+    Kind, cluster, role, instance type, zone and region are top-level; the cluster's role and queue groups
+    are children of the cluster group so that `cluster_x` reads as a tree in `ansible-inventory --graph`.
+    """
+    cluster = f"{prefix}cluster_{safe_group(node.cluster_name)}"
+    names: list[tuple[str, str | None]] = [
+        (f"{prefix}kind_{node.cluster_kind}", None),
+        (cluster, None),
+        (f"{cluster}_{safe_group(node.role)}", cluster),
+        (f"{prefix}role_{safe_group(node.role)}", None),
+        (f"{prefix}type_{safe_group(node.instance_type)}", None),
+        (f"{prefix}region_{safe_group(node.region)}", None),
+    ]
+    if node.queue:
+        names.append((f"{cluster}_queue_{safe_group(node.queue)}", cluster))
+    if node.availability_zone:
+        names.append((f"{prefix}az_{safe_group(node.availability_zone)}", None))
+    return names
+
+
+def host_variables(
+    node: Node, facts: TypeFacts | None, ssm: bool, ssm_profile: str | None
+) -> dict[str, object]:
+    """The lean variable set of one host (about 16 names); absent facts are left out, not set to null."""
+    hostvars: dict[str, object] = {
+        "cluster_name": node.cluster_name,
+        "cluster_kind": node.cluster_kind,
+        "cluster_node_role": node.role,
+        "ec2_instance_id": node.instance_id,
+        "ec2_instance_type": node.instance_type,
+        "ec2_region": node.region,
+    }
+    optional = {
+        "cluster_queue": node.queue,
+        "cluster_compute_resource": node.compute_resource,
+        "cluster_slurm_node_name": node.slurm_node_name,
+        "cluster_id": node.cluster_id,
+        "ec2_availability_zone": node.availability_zone,
+        "ec2_private_ip_address": node.private_ip,
+        "ec2_private_dns_name": node.private_dns,
+        "ec2_tags": node.tags,
+    }
+    hostvars.update((key, value) for key, value in optional.items() if value is not None)
+    if facts is not None:
+        hostvars["ec2_gpu_count"] = facts.gpu_count
+        hostvars["ec2_efa_interfaces"] = facts.efa_interfaces
+        if facts.gpu_count:
+            hostvars["ec2_gpu_model"] = facts.gpu_model
+            hostvars["ec2_gpu_memory_mib"] = facts.gpu_memory_mib
+    address = node.private_ip or node.private_dns
+    if node.cluster_kind == "hyperpod" and ssm:
+        target = ssm_target(node)
+        hostvars["hyperpod_ssm_target"] = target
+        hostvars["ansible_ssh_common_args"] = ssm_proxy_args(target, node.region, ssm_profile)
+        address = address or target
+    if address:
+        hostvars["ansible_host"] = address
+    return hostvars
+
+
+def build_plan(
+    nodes: Iterable[Node],
+    facts: Mapping[str, TypeFacts],
+    hostnames: Sequence[str],
+    prefix: str = "",
+    ssm: bool = True,
+    ssm_profile: str | None = None,
+) -> Plan:
+    """Whole inventory in one linear pass: one dict insert per (host, group), no per-host templating.
+
+    A host name seen twice (two regions answering for the same instance, or two clusters with the same
+    moto-style instance ids) keeps the first node and is reported, rather than silently merging variables.
+    """
+    plan = Plan()
+    children: dict[str, set[str]] = {}
+    for node in nodes:
+        host = choose_hostname(node, hostnames)
+        if host in plan.hostvars:
+            plan.duplicates.append(host)
+            continue
+        plan.hostvars[host] = host_variables(node, facts.get(node.instance_type), ssm, ssm_profile)
+        for name, parent in group_names(node, prefix):
+            plan.groups.setdefault(name, []).append(host)
+            if parent is not None:
+                children.setdefault(parent, set()).add(name)
+    plan.children = {parent: sorted(kids) for parent, kids in children.items()}
+    return plan

@@ -1,0 +1,161 @@
+"""Builds stand-in clusters in moto through boto3, the way the real services tag and register them.
+
+moto has no AWS PCS backend and no ParallelCluster: both are represented by EC2 instances carrying the tags
+those services write (which is also how the plugin finds them on real AWS). HyperPod clusters are created
+through moto's SageMaker create_cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@dataclass
+class MotoServer:
+    """A real moto HTTP server in a child process; tests and the benchmark talk to it like to AWS."""
+
+    url: str
+    process: subprocess.Popen
+
+    def client(self, service: str, region: str) -> Any:
+        return boto3.client(service, region_name=region, endpoint_url=self.url, **CREDS)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_moto(log: Path | None = None) -> MotoServer:
+    port = free_port()
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
+    process = subprocess.Popen(
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=out
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).read()
+            return MotoServer(url, process)
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with {process.returncode}") from None
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("moto_server did not answer within 30 s")
+
+
+def clean_aws_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for ansible-inventory: no host AWS config, no instance metadata, the collection on path."""
+    root = Path(__file__).resolve().parents[3]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ANSIBLE_"))}
+    env.update(
+        {
+            "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(root / ".cache" / "collections"),
+            "ANSIBLE_INVENTORY_ENABLED": "trainstack.cluster.ec2_cluster,amazon.aws.aws_ec2",
+            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
+            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "true",
+            "ANSIBLE_NOCOLOR": "1",
+            "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+def image_id(ec2: Any) -> str:
+    return ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+
+
+def tag_spec(tags: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+
+
+def run(ec2: Any, ami: str, count: int, itype: str, tags: dict[str, str], zone: str | None = None) -> list[dict]:
+    kwargs: dict[str, Any] = {}
+    if zone:
+        kwargs["Placement"] = {"AvailabilityZone": zone}
+    answer = ec2.run_instances(
+        ImageId=ami, MinCount=count, MaxCount=count, InstanceType=itype, TagSpecifications=tag_spec(tags), **kwargs
+    )
+    return answer["Instances"]
+
+
+def parallelcluster(
+    ec2: Any,
+    ami: str,
+    name: str,
+    queues: dict[str, tuple[str, str, int]],
+    head_type: str = "c5.2xlarge",
+    login: int = 0,
+    zone: str | None = None,
+) -> dict[str, list[dict]]:
+    """One ParallelCluster: head node, optional login nodes, and per queue (resource, type, count)."""
+    base = {"parallelcluster:cluster-name": name, "parallelcluster:version": "3.13.0"}
+    made = {"head": run(ec2, ami, 1, head_type, {**base, "parallelcluster:node-type": "HeadNode"}, zone)}
+    if login:
+        made["login"] = run(ec2, ami, login, "c5.xlarge", {**base, "parallelcluster:node-type": "LoginNode"}, zone)
+    for queue, (resource, itype, count) in queues.items():
+        tags = {
+            **base,
+            "parallelcluster:node-type": "Compute",
+            "parallelcluster:queue-name": queue,
+            "parallelcluster:compute-resource-name": resource,
+        }
+        made[queue] = run(ec2, ami, count, itype, tags, zone)
+    return made
+
+
+def pcs_cluster(ec2: Any, ami: str, cluster_id: str, groups: dict[str, tuple[str, int]]) -> dict[str, list[dict]]:
+    """PCS stand-in: instances with the `aws:pcs:` tags PCS writes (moto accepts the reserved prefix)."""
+    return {
+        group: run(
+            ec2, ami, count, itype, {"aws:pcs:cluster-id": cluster_id, "aws:pcs:compute-node-group-id": group}
+        )
+        for group, (itype, count) in groups.items()
+    }
+
+
+def hyperpod_cluster(sagemaker: Any, name: str, groups: dict[str, tuple[str, int]]) -> str:
+    """A HyperPod cluster in moto's SageMaker; ThreadsPerCore avoids moto 5.2.5's KeyError (ENVIRONMENT.md)."""
+    answer = sagemaker.create_cluster(
+        ClusterName=name,
+        InstanceGroups=[
+            {
+                "InstanceCount": count,
+                "InstanceGroupName": group,
+                "InstanceType": itype,
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/hyperpod/", "OnCreate": "on_create.sh"},
+                "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod-exec",
+                "ThreadsPerCore": 1,
+            }
+            for group, (itype, count) in groups.items()
+        ],
+    )
+    return answer["ClusterArn"]

@@ -119,6 +119,7 @@ class TrainConfig:
     device: str = "auto"
     mixed_precision: str = "auto"
     master_dtype: str = "fp32"
+    reshard_after_forward: str = "auto"
     compile: str = "auto"
     ac: str = "none"
     attn_backend: str = "auto"
@@ -158,6 +159,10 @@ class TrainConfig:
                 self.master_dtype in ("fp32", "bf16"),
                 f"--master-dtype must be fp32 or bf16: {self.master_dtype}",
             ),
+            (
+                self.reshard_after_forward in ("auto", "true", "false"),
+                "--reshard-after-forward must be auto, true or false",
+            ),
             (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
             (
                 not (self.checkpoint_every and not self.checkpoint_dir),
@@ -187,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = getattr(TrainConfig(), f.name)
         kind = type(default)
         option = "--" + f.name.replace("_", "-")
-        if f.name == "compile":
+        if f.name in ("compile", "reshard_after_forward"):
             parser.add_argument(option, type=_bool_word, default=default)
         else:
             parser.add_argument(option, type=kind, default=default)

@@ -39,6 +39,7 @@ from .parallel import (
     build_mesh,
     configure_attention,
     init_distributed,
+    reshard_policy,
 )
 
 TESTCASE = "pytorch/fsdp"
@@ -73,7 +74,8 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
         apply_compile(model)
-    apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info))
+    reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
+    apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
     model.to_empty(device=info.device)
     model.init_weights(cfg.seed)
     return model
@@ -210,6 +212,7 @@ def train(cfg: TrainConfig) -> Summary:
             "compile": _use_compile(cfg, info),
             "param_dtype": str(_param_dtype(cfg, info)).removeprefix("torch."),
             "master_dtype": cfg.master_dtype,
+            "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),
             "torch": torch.__version__,
             "hostname": os.uname().nodename,
         },

@@ -106,7 +106,22 @@ def apply_compile(model: Transformer) -> None:
     model.compile_loss = True
 
 
-def apply_fsdp(model: nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype) -> None:
+# Below this many parameters the gathered bf16 weights (2 bytes each) are kept from forward to backward.
+KEEP_GATHERED_BELOW = 3_000_000_000
+
+
+def reshard_policy(setting: str, num_params: int) -> bool:
+    """``auto``: free gathered weights after forward only for large models.
+
+    Keeping them (ZeRO-2 style) saves the backward all-gather and its bf16 cast, about 2 % of a 1B step on
+    one H200, for 2 bytes per parameter of memory; at 8B that would be 16 GB, so larger shapes reshard.
+    """
+    if setting == "auto":
+        return num_params >= KEEP_GATHERED_BELOW
+    return setting == "true"
+
+
+def apply_fsdp(model: nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype, reshard: bool = True) -> None:
     """Shard each block, then the root (embedding, final norm and output, tied or not, share one group).
 
     Parameters are gathered in ``param_dtype`` (bf16 on GPU) while gradients are reduced in fp32, so the
@@ -117,7 +132,8 @@ def apply_fsdp(model: nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype) -> 
     for index, block in enumerate(layers):
         # The last block is resharded right away by the root's backward anyway; keeping it gathered saves
         # one all-gather per step.
-        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=index < len(layers) - 1)
+        keep = not reshard or index == len(layers) - 1
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=not keep)
     fully_shard(model, mesh=mesh, mp_policy=policy)
 
 

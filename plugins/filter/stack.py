@@ -8,13 +8,16 @@ resolution in module_utils/stack_matrix instead of re-implementing `by_os` mergi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
     StackError,
+    all_artifacts,
     artifacts,
     resolve,
+    version_matches,
     versions,
 )
 
@@ -23,6 +26,7 @@ name: stack_versions
 short_description: Component versions of a stack for one OS and architecture
 """
 
+_VERSION_RE = re.compile(r"\d+(?:\.\d+)+")
 _OS_PREFIX = {"amazon": "amzn", "ubuntu": "ubuntu", "debian": "debian", "redhat": "rhel", "rocky": "rocky"}
 
 
@@ -62,6 +66,70 @@ def stack_artifacts(stack: dict[str, Any], os_id: str, arch: str) -> list[dict[s
     return _guard(artifacts, stack, os_id, arch)
 
 
+def stack_all_artifacts(stack: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every artifact over the stack's whole scope (what `make mirror` fetches)."""
+    return _guard(all_artifacts, stack)
+
+
+def stack_version_matches(installed: Any, pinned: Any) -> bool:
+    """Whether an installed version is the pinned one ('13.2.1' is CUDA '13.2'; '2.13.0+cpu' is '2.13.0')."""
+    return _guard(version_matches, installed, pinned)
+
+
+def stack_first_version(text: Any) -> str | None:
+    """First dotted number in a probe's output ('slurm 22.05.8' -> '22.05.8'), None when there is none."""
+    match = _VERSION_RE.search(str(text or ""))
+    return match.group(0) if match else None
+
+
+def stack_manifest_components(results: list[dict[str, Any]], pinned: dict[str, Any]) -> dict[str, Any]:
+    """{component: {pinned, installed, matches}} from the manifest role's probe results.
+
+    Why a filter: zipping loop results with the pins in Jinja is unreadable, and the version parsing must be
+    the one the checker uses.
+    """
+    out: dict[str, Any] = {}
+    for result in results:
+        name = result["item"]
+        installed = stack_first_version(result.get("stdout"))
+        want = pinned.get(name)
+        out[name] = {
+            "pinned": None if want is None else str(want),
+            "installed": installed,
+            "matches": installed is not None and want is not None and version_matches(installed, want),
+        }
+    return out
+
+
+def stack_selfcheck_versions(components: dict[str, Any], required: list[str]) -> list[dict[str, str]]:
+    """One check per component of image.json: installed must equal the stack's pin; required ones must exist.
+
+    A pinned component no role of this build installs is a skip (not a failure), so an image built before a
+    role exists still says what it lacks.
+    """
+    checks = []
+    for name, record in sorted(components.items()):
+        installed, pinned = record.get("installed"), record.get("pinned")
+        if installed is None:
+            status = "fail" if name in required else "skip"
+            detail = "not installed" + ("" if name in required else " (no role in this build installs it)")
+        elif version_matches(installed, pinned):
+            status, detail = "pass", f"{installed} (stack pins {pinned})"
+        else:
+            status, detail = "fail", f"installed {installed}, stack pins {pinned}"
+        checks.append({"check": f"version:{name}", "status": status, "detail": detail})
+    for name in sorted(set(required) - set(components)):
+        checks.append(
+            {"check": f"version:{name}", "status": "fail", "detail": "not pinned by the stack for this OS"}
+        )
+    return checks
+
+
+def stack_selfcheck_line(check: dict[str, str]) -> str:
+    """'FAIL version:nccl: installed 2.28.9, stack pins 2.29.7' for terminal output."""
+    return f"{check['status'].upper():4} {check['check']}: {check['detail']}"
+
+
 class FilterModule:
     """trainstack.cluster stack filters."""
 
@@ -71,4 +139,10 @@ class FilterModule:
             "stack_versions": stack_versions,
             "stack_components": stack_components,
             "stack_artifacts": stack_artifacts,
+            "stack_all_artifacts": stack_all_artifacts,
+            "stack_version_matches": stack_version_matches,
+            "stack_first_version": stack_first_version,
+            "stack_manifest_components": stack_manifest_components,
+            "stack_selfcheck_versions": stack_selfcheck_versions,
+            "stack_selfcheck_line": stack_selfcheck_line,
         }

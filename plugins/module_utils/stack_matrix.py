@@ -105,6 +105,20 @@ def compare_versions(left: Any, right: Any) -> int:
     return (a > b) - (a < b)
 
 
+def version_matches(installed: Any, pinned: Any) -> bool:
+    """Whether an installed version is the pinned release: the pinned parts must all agree.
+
+    Pins name as much as matters ('13.2' for a CUDA toolkit, '1.34' for Kubernetes); what a system reports
+    carries more ('13.2.51', 'v1.34.2-eks-...'), so only the pinned prefix is compared. Build suffixes
+    ('+cpu') and packaging revisions ('-4') do not count.
+    """
+    if installed is None or pinned is None:
+        return False
+    want = parse_version(pinned)
+    have = parse_version(str(installed).lstrip("vV"))
+    return have[: len(want)] == want
+
+
 _OPS: dict[str, Callable[[int], bool]] = {
     "lt": lambda c: c < 0,
     "le": lambda c: c <= 0,

@@ -1,0 +1,34 @@
+# Image factory: stacks, artifacts, Packer templates, local image (issue 4). Included by the Makefile.
+STACK          ?= ts-2026.10
+IMAGE_FLAVOUR  ?= slurm-gpu
+IMAGE_OUT      ?= $(CURDIR)/build/image
+MIRROR_DIR     ?=
+MIRROR_SOURCE  ?=
+PACKER         ?= packer
+IMAGE_REVISION := $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null || echo unknown)
+PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) -var output_dir=$(IMAGE_OUT) \
+                  -var ansible_playbook=$(BIN)/ansible-playbook
+LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/trainstack-$(STACK)-$(IMAGE_FLAVOUR)-debian12.rootfs.tar
+
+.PHONY: check-stack mirror lint-packer image-local image-ami bench-image
+check-stack: setup ## check a stack against stacks/rules.yml (STACK=ts-2026.10)
+	$(BIN)/ansible-playbook playbooks/check_stack.yml -e image_stack_id=$(STACK)
+
+mirror: setup ## fetch STACK's artifacts into MIRROR_DIR (dir or s3://) and lock their sha256 in stacks/locks/
+	@test -n "$(MIRROR_DIR)" || { echo "mirror: MIRROR_DIR=<directory or s3://bucket/prefix> is required" >&2; exit 2; }
+	$(BIN)/ansible-playbook playbooks/mirror_stack.yml -e image_stack_id=$(STACK) -e mirror_dest=$(MIRROR_DIR) \
+	  $(if $(MIRROR_SOURCE),-e mirror_source_url=$(MIRROR_SOURCE))
+
+lint-packer: setup ## packer fmt -check and packer validate of every build (Packer 1.6.6 and current)
+	$(PACKER) fmt -check packer
+	$(PACKER) validate $(PACKER_VARS) packer
+
+image-local: setup ## build the local Debian 12 image (LXC) into $(LOCAL_IMAGE)
+	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) packer
+	@echo "image-local: $(LOCAL_IMAGE)"
+
+image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu)
+	$(PACKER) build -only '$(IMAGE_FLAVOUR).*' $(PACKER_VARS) packer
+
+bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
+	$(PY) bench/image_build/bench_image_build.py --make "$(MAKE)" --flavour $(IMAGE_FLAVOUR) --stack $(STACK)

@@ -1,0 +1,32 @@
+locals {
+  # One timestamp per packer run, so every AMI of a run shares it.
+  timestamp  = formatdate("YYYYMMDD-hhmmss", timestamp())
+  repo_root  = abspath("${path.root}/..")
+  packer_dir = abspath(path.root)
+
+  common_tags = merge(var.extra_tags, {
+    "trainstack:stack"    = var.stack_id
+    "trainstack:revision" = var.source_revision
+    "trainstack:built"    = local.timestamp
+  })
+
+  ansible_env = [
+    "ANSIBLE_CONFIG=${local.repo_root}/ansible.cfg",
+    "ANSIBLE_COLLECTIONS_PATH=${local.repo_root}/.cache/collections",
+    "ANSIBLE_HOST_KEY_CHECKING=False",
+  ]
+
+  ansible_common_args = [
+    "-e", "image_stack_id=${var.stack_id}",
+    "-e", "image_source_revision=${var.source_revision}",
+    "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
+    "-e", "artifact_allow_unverified=${var.artifact_allow_unverified}",
+    "-e", "image_output_dir=${abspath(var.output_dir)}",
+  ]
+
+  ubuntu_owner    = "099720109477"
+  amazon_owner    = "amazon"
+  pcluster_owner  = "247102896272"
+  eks_owner       = "602401143452"
+  pcluster_prefix = "aws-parallelcluster-${var.pcluster_version}"
+}

@@ -1,0 +1,145 @@
+# Variables of every build. Defaults follow the current stack (stacks/ts-2026.10.yml); `make image-*` passes the
+# stack's values, so a stack change never needs a template change.
+
+variable "stack_id" {
+  type        = string
+  default     = "ts-2026.10"
+  description = "Stack file stacks/<stack_id>.yml whose versions the image installs."
+}
+
+variable "source_revision" {
+  type        = string
+  default     = "unknown"
+  description = "Git revision of this repository, recorded in /etc/trainstack/image.json."
+}
+
+variable "output_dir" {
+  type        = string
+  default     = "build/image"
+  description = "Where Packer's manifest, image.json and the local rootfs tarball are written."
+}
+
+variable "ansible_playbook" {
+  type        = string
+  default     = "ansible-playbook"
+  description = "ansible-playbook to run (the repository's .venv/bin/ansible-playbook under make)."
+}
+
+variable "artifact_mirror_url" {
+  type        = string
+  default     = ""
+  description = "Mirror base URL (http(s)://, file:// or s3://) replacing vendor downloads; empty: upstream."
+}
+
+variable "artifact_allow_unverified" {
+  type        = bool
+  default     = false
+  description = "Accept artifacts with no sha256 in the stack or its lock file (recorded as unverified)."
+}
+
+# ---------------------------------------------------------------- AWS
+
+variable "aws_region" {
+  type    = string
+  default = "us-east-1"
+}
+
+variable "ami_copy_regions" {
+  type        = list(string)
+  default     = []
+  description = "Regions the finished AMI is copied to (encrypted with each region's default key)."
+}
+
+variable "root_volume_gb" {
+  type        = number
+  default     = 100
+  description = "Size of the encrypted gp3 root volume of the build instance and the AMI."
+}
+
+variable "root_volume_iops" {
+  type    = number
+  default = 3000
+}
+
+variable "root_volume_throughput" {
+  type    = number
+  default = 250
+}
+
+variable "instance_type_x86_64" {
+  type        = string
+  default     = "c6i.4xlarge"
+  description = "Build instance for x86_64 images (no GPU needed: DKMS builds against the image's kernel)."
+}
+
+variable "instance_type_arm64" {
+  type    = string
+  default = "c7g.4xlarge"
+}
+
+variable "subnet_id" {
+  type    = string
+  default = ""
+}
+
+variable "ssh_timeout" {
+  type    = string
+  default = "20m"
+}
+
+variable "pcluster_version" {
+  type        = string
+  default     = "3.16.1"
+  description = "ParallelCluster release whose official AMI the pcluster-gpu flavour starts from."
+}
+
+variable "eks_kubernetes_version" {
+  type        = string
+  default     = "1.34"
+  description = "Kubernetes version whose EKS-optimized accelerated AL2023 AMI the eks-gpu flavour starts from."
+}
+
+variable "extra_tags" {
+  type    = map(string)
+  default = {}
+}
+
+# Test hooks: point the amazon-ebs builder at moto's EC2 server (tests/integration/image/test_packer_moto.py).
+variable "custom_endpoint_ec2" {
+  type    = string
+  default = ""
+}
+
+variable "skip_credential_validation" {
+  type    = bool
+  default = false
+}
+
+# ---------------------------------------------------------------- local (LXC) image
+
+variable "local_flavour" {
+  type        = string
+  default     = "slurm-gpu"
+  description = "Flavour the local Debian 12 image is provisioned as (GPU steps skip themselves without a GPU)."
+}
+
+variable "lxc_suite" {
+  type    = string
+  default = "bookworm"
+}
+
+variable "lxc_mirror" {
+  type    = string
+  default = "http://deb.debian.org/debian"
+}
+
+variable "lxc_cache_dir" {
+  type        = string
+  default     = "/var/cache/trainstack/image"
+  description = "Cached debootstrap root filesystems and the apt/pip caches bind-mounted into the build."
+}
+
+variable "lxc_container_name" {
+  type    = string
+  default = "ts-image-build"
+}

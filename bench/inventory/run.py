@@ -15,6 +15,7 @@ import argparse
 import json
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def write_configs(work: Path, url: str) -> dict[str, Path]:
                 "cluster_kinds: [parallelcluster]",
                 "cache: true",
                 "cache_plugin: ansible.builtin.jsonfile",
-                f"cache_connection: {work / 'cache-ours'}",
+                f"cache_connection: {work / 'cache-ec2_cluster'}",
                 "cache_timeout: 86400",
                 "",
             ]
@@ -156,6 +157,8 @@ def one_round(config: Path, cache: Path, env: dict[str, str], expect: tuple[int,
     bin_dir = moto_fleet.VENV_BIN
     cold, listing = timed([str(bin_dir / "ansible-inventory"), "-i", str(config), "--list"], env)
     shape = check_listing(config.name, listing, *expect)
+    if not cache.is_dir() or not any(cache.iterdir()):
+        raise RuntimeError(f"{config.name}: the cold run wrote no cache under {cache}")
     cached, listing = timed([str(bin_dir / "ansible-inventory"), "-i", str(config), "--list"], env)
     check_listing(config.name, listing, *expect)
     hosts_seconds, hosts_out = timed(
@@ -210,6 +213,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "inventory.json")
     args = parser.parse_args()
+    # SIGTERM (make interrupted, a kill) must still stop the moto server through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(tempfile.mkdtemp(prefix="bench-inventory-"))
     server = moto_fleet.start_moto(log=work / "moto.log")

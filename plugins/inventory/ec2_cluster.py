@@ -1,5 +1,5 @@
-# Copyright: trainstack contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
 """Inventory of training clusters on AWS, grouped by cluster, role and queue (trainstack.cluster.ec2_cluster).
 
 The plugin is deliberately thin: option handling, the cache round trip and handing a finished plan to
@@ -232,6 +232,7 @@ keyed_groups:
 from collections.abc import Mapping
 from typing import Any
 
+from ansible import constants
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import (
@@ -258,8 +259,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
         """Cached path: records from the cache plugin; otherwise AWS. Either way the same plan builder."""
         super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
+        config = self._read_config_data(path)
         try:
+            self._reject_unknown_options(config)
             nodes, facts = self._records(path, cache)
             self._check_names_found(nodes)
             plan = build_plan(
@@ -275,6 +277,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for host in plan.duplicates:
             self.display.warning(f"{self.NAME}: host name {host} appears twice; kept the first node")
         self._apply(plan)
+
+    def _reject_unknown_options(self, config: Mapping[str, Any]) -> None:
+        """Ansible ignores unknown keys in inventory files; a misspelt option would then be silently lost."""
+        definitions = constants.config.get_configuration_definitions("inventory", self._load_name) or {}
+        known = set(definitions)
+        for definition in definitions.values():
+            known.update(definition.get("aliases") or ())
+        unknown = sorted(str(key) for key in config if key not in known)
+        if unknown:
+            raise Ec2ClusterError(f"unknown option(s): {', '.join(unknown)}")
 
     def _records(self, path: str, cache: bool) -> tuple[list[Node], dict[str, TypeFacts]]:
         """The Cacheable round trip: read when allowed, fetch on a miss, write back what was fetched."""
@@ -334,11 +346,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _regions(self, session: Any) -> list[str]:
         """Explicit regions, else the session's default region, else a clear error."""
-        regions = list(dict.fromkeys(self.get_option("regions")))
+        # str(): option values carry ansible-core's trust/origin tags; rows built from them would be cached
+        # as tagged objects, whose decoding dominates the cached path.
+        regions = [str(region) for region in dict.fromkeys(self.get_option("regions"))]
         if regions:
             return regions
         if session is not None and session.region_name:
-            return [session.region_name]
+            return [str(session.region_name)]
         raise Ec2ClusterError(
             "regions: no region given and none configured in the AWS profile or environment"
         )
@@ -396,7 +410,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for parent, kids in plan.children.items():
             for kid in kids:
                 inventory.add_child(parent, kid)
-        for host, hostvars in plan.hostvars.items():
+        for group, groupvars in plan.groupvars.items():
+            for name, value in groupvars.items():
+                inventory.set_variable(group, name, value)
+        for host, hostvars in plan.host_only.items():
             inventory.add_host(host)
             for name, value in hostvars.items():
                 inventory.set_variable(host, name, value)
@@ -414,7 +431,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             return
         strict = self.get_option("strict")
         for host, variables in hostvars.items():
+            # `variables` is the host's complete set (group-held facts included), which get_vars() of the
+            # host would not give: the shared facts live on groups.
             self._set_composite_vars(compose, variables, host, strict=strict)
-            merged = self.inventory.get_host(host).get_vars()
+            merged = {**variables, **self.inventory.get_host(host).get_vars()}
             self._add_host_to_composed_groups(groups, merged, host, strict=strict, fetch_hostvars=False)
             self._add_host_to_keyed_groups(keyed, merged, host, strict=strict, fetch_hostvars=False)

@@ -1,5 +1,5 @@
-# Copyright: trainstack contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
 """AWS side of the trainstack.cluster.ec2_cluster inventory: sessions, paginated reads, error wording.
 
 Kept apart from the model so that the rules for what an instance *is* stay testable without AWS, and so

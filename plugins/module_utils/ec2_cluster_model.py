@@ -1,5 +1,5 @@
-# Copyright: trainstack contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
 """Pure model of the trainstack.cluster.ec2_cluster inventory: no AWS calls, no Ansible objects.
 
 Everything that decides *what* the inventory holds (which instances belong to which cluster, under which
@@ -142,9 +142,17 @@ class SourceFilter:
 
 @dataclass(slots=True)
 class Plan:
-    """The finished inventory as plain data: what the plugin hands to InventoryData, nothing more."""
+    """The finished inventory as plain data: what the plugin hands to InventoryData, nothing more.
+
+    `hostvars` is every variable of every host (what a play sees, and what compose/groups template
+    against); `host_only` and `groupvars` are the same values split so that a fact shared by a whole group
+    (instance type facts, cluster name, region) is set once on the group instead of once per host. Each
+    set_variable goes through ansible-core's variable visitor, so this split is most of the cached-path time.
+    """
 
     hostvars: dict[str, dict[str, object]] = field(default_factory=dict)
+    host_only: dict[str, dict[str, object]] = field(default_factory=dict)
+    groupvars: dict[str, dict[str, object]] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
     children: dict[str, list[str]] = field(default_factory=dict)
     duplicates: list[str] = field(default_factory=list)
@@ -414,6 +422,57 @@ def host_variables(
     return hostvars
 
 
+# Which host variables are facts of which group: (group kind from group_names order, variable names).
+_SHARED_BY = {
+    "cluster": ("cluster_name", "cluster_kind", "cluster_id"),
+    "cluster_role": ("cluster_node_role",),
+    "type": (
+        "ec2_instance_type",
+        "ec2_gpu_count",
+        "ec2_gpu_model",
+        "ec2_gpu_memory_mib",
+        "ec2_efa_interfaces",
+    ),
+    "region": ("ec2_region",),
+    "queue": ("cluster_queue",),
+    "az": ("ec2_availability_zone",),
+}
+_CONFLICT = object()
+_ABSENT = object()
+_UNSET = object()
+
+
+def _merge_shared(values: dict[str, object], var: str, value: object) -> None:
+    """Record one host's value of a shared fact; any disagreement (absence included) marks a conflict."""
+    current = values.get(var, _UNSET)
+    if current is _UNSET:
+        values[var] = value
+    elif current is not _CONFLICT and (
+        current is not value and (type(current) is not type(value) or current != value)
+    ):
+        values[var] = _CONFLICT
+
+
+def _is_value(value: object) -> bool:
+    return value is not _CONFLICT and value is not _ABSENT and value is not _UNSET
+
+
+def shared_groups(node: Node, prefix: str) -> dict[str, str]:
+    """Group that carries each kind of shared fact for this node (the names group_names gives it)."""
+    cluster = f"{prefix}cluster_{safe_group(node.cluster_name)}"
+    owners = {
+        "cluster": cluster,
+        "cluster_role": f"{cluster}_{safe_group(node.role)}",
+        "type": f"{prefix}type_{safe_group(node.instance_type)}",
+        "region": f"{prefix}region_{safe_group(node.region)}",
+    }
+    if node.queue:
+        owners["queue"] = f"{cluster}_queue_{safe_group(node.queue)}"
+    if node.availability_zone:
+        owners["az"] = f"{prefix}az_{safe_group(node.availability_zone)}"
+    return owners
+
+
 def build_plan(
     nodes: Iterable[Node],
     facts: Mapping[str, TypeFacts],
@@ -422,22 +481,43 @@ def build_plan(
     ssm: bool = True,
     ssm_profile: str | None = None,
 ) -> Plan:
-    """Whole inventory in one linear pass: one dict insert per (host, group), no per-host templating.
+    """Whole inventory in two linear passes: no per-host templating, one dict insert per (host, group).
 
     A host name seen twice (two regions answering for the same instance, or two clusters with the same
     moto-style instance ids) keeps the first node and is reported, rather than silently merging variables.
+    A shared fact whose value differs inside one group (say a ParallelCluster and a HyperPod cluster with
+    the same name, hence one cluster group with two kinds) stays a host variable for that group's hosts.
     """
     plan = Plan()
     children: dict[str, set[str]] = {}
+    owners_of: dict[str, dict[str, str]] = {}
     for node in nodes:
         host = choose_hostname(node, hostnames)
         if host in plan.hostvars:
             plan.duplicates.append(host)
             continue
-        plan.hostvars[host] = host_variables(node, facts.get(node.instance_type), ssm, ssm_profile)
+        hostvars = host_variables(node, facts.get(node.instance_type), ssm, ssm_profile)
+        plan.hostvars[host] = hostvars
         for name, parent in group_names(node, prefix):
             plan.groups.setdefault(name, []).append(host)
             if parent is not None:
                 children.setdefault(parent, set()).add(name)
+        owners = owners_of[host] = shared_groups(node, prefix)
+        for kind, group in owners.items():
+            values = plan.groupvars.setdefault(group, {})
+            for var in _SHARED_BY[kind]:
+                _merge_shared(values, var, hostvars.get(var, _ABSENT))
+    for host, hostvars in plan.hostvars.items():
+        moved = {
+            var
+            for kind, group in owners_of[host].items()
+            for var in _SHARED_BY[kind]
+            if _is_value(plan.groupvars[group].get(var, _UNSET))
+        }
+        plan.host_only[host] = {var: value for var, value in hostvars.items() if var not in moved}
+    plan.groupvars = {
+        group: {var: value for var, value in values.items() if _is_value(value)}
+        for group, values in plan.groupvars.items()
+    }
     plan.children = {parent: sorted(kids) for parent, kids in children.items()}
     return plan

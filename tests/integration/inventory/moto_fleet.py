@@ -41,6 +41,17 @@ class MotoServer:
             self.process.wait()
 
 
+def plain(value: Any) -> Any:
+    """ansible-inventory (2.19) marks untrusted strings as {"__ansible_unsafe": ...}; compare the text."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -97,12 +108,19 @@ def tag_spec(tags: dict[str, str]) -> list[dict[str, Any]]:
     return [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
 
 
-def run(ec2: Any, ami: str, count: int, itype: str, tags: dict[str, str], zone: str | None = None) -> list[dict]:
+def run(
+    ec2: Any, ami: str, count: int, itype: str, tags: dict[str, str], zone: str | None = None
+) -> list[dict]:
     kwargs: dict[str, Any] = {}
     if zone:
         kwargs["Placement"] = {"AvailabilityZone": zone}
     answer = ec2.run_instances(
-        ImageId=ami, MinCount=count, MaxCount=count, InstanceType=itype, TagSpecifications=tag_spec(tags), **kwargs
+        ImageId=ami,
+        MinCount=count,
+        MaxCount=count,
+        InstanceType=itype,
+        TagSpecifications=tag_spec(tags),
+        **kwargs,
     )
     return answer["Instances"]
 
@@ -120,7 +138,9 @@ def parallelcluster(
     base = {"parallelcluster:cluster-name": name, "parallelcluster:version": "3.13.0"}
     made = {"head": run(ec2, ami, 1, head_type, {**base, "parallelcluster:node-type": "HeadNode"}, zone)}
     if login:
-        made["login"] = run(ec2, ami, login, "c5.xlarge", {**base, "parallelcluster:node-type": "LoginNode"}, zone)
+        made["login"] = run(
+            ec2, ami, login, "c5.xlarge", {**base, "parallelcluster:node-type": "LoginNode"}, zone
+        )
     for queue, (resource, itype, count) in queues.items():
         tags = {
             **base,
@@ -132,7 +152,9 @@ def parallelcluster(
     return made
 
 
-def pcs_cluster(ec2: Any, ami: str, cluster_id: str, groups: dict[str, tuple[str, int]]) -> dict[str, list[dict]]:
+def pcs_cluster(
+    ec2: Any, ami: str, cluster_id: str, groups: dict[str, tuple[str, int]]
+) -> dict[str, list[dict]]:
     """PCS stand-in: instances with the `aws:pcs:` tags PCS writes (moto accepts the reserved prefix)."""
     return {
         group: run(
@@ -143,7 +165,7 @@ def pcs_cluster(ec2: Any, ami: str, cluster_id: str, groups: dict[str, tuple[str
 
 
 def hyperpod_cluster(sagemaker: Any, name: str, groups: dict[str, tuple[str, int]]) -> str:
-    """A HyperPod cluster in moto's SageMaker; ThreadsPerCore avoids moto 5.2.5's KeyError (ENVIRONMENT.md)."""
+    """HyperPod cluster in moto's SageMaker; ThreadsPerCore avoids a moto 5.2.5 KeyError (ENVIRONMENT.md)."""
     answer = sagemaker.create_cluster(
         ClusterName=name,
         InstanceGroups=[
@@ -151,7 +173,10 @@ def hyperpod_cluster(sagemaker: Any, name: str, groups: dict[str, tuple[str, int
                 "InstanceCount": count,
                 "InstanceGroupName": group,
                 "InstanceType": itype,
-                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/hyperpod/", "OnCreate": "on_create.sh"},
+                "LifeCycleConfig": {
+                    "SourceS3Uri": "s3://sagemaker-lifecycle/hyperpod/",
+                    "OnCreate": "on_create.sh",
+                },
                 "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod-exec",
                 "ThreadsPerCore": 1,
             }

@@ -1,0 +1,130 @@
+"""Fixtures for the ec2_cluster inventory: moto server, a small mixed fleet, an ansible-inventory runner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import moto_fleet  # helper module next to this file, shared with bench/inventory
+from moto_fleet import plain
+
+KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+@dataclass
+class Fleet:
+    """What the fixture created, so tests can state exact expectations (ids and addresses are moto's)."""
+
+    instances: dict[str, list[dict]] = field(default_factory=dict)
+    hyperpod_arn: str = ""
+
+    def dns(self, key: str) -> list[str]:
+        return sorted(i["PrivateDnsName"] for i in self.instances[key])
+
+    def one(self, key: str) -> dict:
+        return self.instances[key][0]
+
+
+@dataclass
+class Runner:
+    """Writes a `<name>.ec2_cluster.yml` and runs ansible-inventory on it, as a user would."""
+
+    directory: Path
+    endpoint: str
+
+    def write(self, body: str, name: str = "test") -> Path:
+        path = self.directory / f"{name}.ec2_cluster.yml"
+        path.write_text(body.replace("@ENDPOINT@", self.endpoint))
+        return path
+
+    def run(self, path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        command = [str(moto_fleet.VENV_BIN / "ansible-inventory"), "-i", str(path), *args]
+        environment = moto_fleet.clean_aws_env(KEYS if env is None else env)
+        return subprocess.run(
+            command, env=environment, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    def listing(self, body: str, *args: str) -> dict[str, Any]:
+        done = self.run(self.write(body), "--list", *args)
+        assert done.returncode == 0, done.stderr
+        return plain(json.loads(done.stdout))
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[moto_fleet.MotoServer]:
+    server = moto_fleet.start_moto()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fleet(moto_server: moto_fleet.MotoServer) -> Fleet:
+    """Two regions: ParallelCluster llm-a, PCS pcs_abc123 and tagged fleet-x in us-east-1; ParallelCluster
+    llm-b and HyperPod hp-1 in us-west-2; plus an untagged instance and a stopped cluster node (both must be
+    left out)."""
+    made = Fleet()
+    east = moto_server.client("ec2", "us-east-1")
+    ami = moto_fleet.image_id(east)
+    for key, value in moto_fleet.parallelcluster(
+        east, ami, "llm-a", {"train": ("p5-od", "p5.48xlarge", 2), "cpu": ("c5", "c5.xlarge", 1)}, login=1
+    ).items():
+        made.instances[f"llm-a/{key}"] = value
+    for key, value in moto_fleet.pcs_cluster(
+        east, ami, "pcs_abc123", {"pcs_login": ("c5.large", 1), "pcs_gpu": ("p4d.24xlarge", 2)}
+    ).items():
+        made.instances[f"pcs/{key}"] = value
+    tagged = {"training-cluster": "fleet-x", "training-partition": "batch"}
+    made.instances["fleet-x/head"] = moto_fleet.run(
+        east, ami, 1, "m5.large", {**tagged, "training-role": "controller"}
+    )
+    made.instances["fleet-x/compute"] = moto_fleet.run(east, ami, 2, "g5.xlarge", tagged)
+    made.instances["untagged"] = moto_fleet.run(east, ami, 1, "t3.micro", {"Name": "bastion"})
+    stopped = moto_fleet.run(east, ami, 1, "c5.large", {"parallelcluster:cluster-name": "llm-a"})
+    east.stop_instances(InstanceIds=[stopped[0]["InstanceId"]])
+    made.instances["stopped"] = stopped
+    west = moto_server.client("ec2", "us-west-2")
+    for key, value in moto_fleet.parallelcluster(
+        west, moto_fleet.image_id(west), "llm-b", {"train": ("g5", "g5.48xlarge", 2)}
+    ).items():
+        made.instances[f"llm-b/{key}"] = value
+    made.hyperpod_arn = moto_fleet.hyperpod_cluster(
+        moto_server.client("sagemaker", "us-west-2"),
+        "hp-1",
+        {
+            "controller-machine": ("ml.c5.xlarge", 1),
+            "login-group": ("ml.c5.xlarge", 1),
+            "worker-group-1": ("ml.p5.48xlarge", 2),
+        },
+    )
+    return made
+
+
+@pytest.fixture
+def runner(tmp_path: Path, moto_server: moto_fleet.MotoServer, fleet: Fleet) -> Runner:
+    return Runner(tmp_path, moto_server.url)
+
+
+@pytest.fixture
+def make_runner(tmp_path: Path) -> Callable[[str], Runner]:
+    """A runner for another moto server than the session one (the pagination test has its own)."""
+    return lambda endpoint: Runner(tmp_path, endpoint)
+
+
+@pytest.fixture
+def errors(runner: Runner) -> Callable[..., str]:
+    """Run a config that must fail; return stderr so the test can check the message names the culprit."""
+
+    def run(body: str, env: dict[str, str] | None = None, *args: str) -> str:
+        done = runner.run(runner.write(body), "--list", *args, env=env)
+        assert done.returncode != 0, done.stdout[:2000]
+        return " ".join(done.stderr.split())
+
+    return run

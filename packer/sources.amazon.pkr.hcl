@@ -9,6 +9,8 @@ source "amazon-ebs" "ubuntu2204-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -46,6 +48,8 @@ source "amazon-ebs" "ubuntu2204-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -83,6 +87,8 @@ source "amazon-ebs" "ubuntu2404-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -120,6 +126,8 @@ source "amazon-ebs" "ubuntu2404-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -157,6 +165,8 @@ source "amazon-ebs" "al2023-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -194,6 +204,8 @@ source "amazon-ebs" "al2023-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -231,6 +243,8 @@ source "amazon-ebs" "pcluster-ubuntu2204-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -268,6 +282,8 @@ source "amazon-ebs" "pcluster-ubuntu2204-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -305,6 +321,8 @@ source "amazon-ebs" "pcluster-ubuntu2404-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -342,6 +360,8 @@ source "amazon-ebs" "pcluster-ubuntu2404-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ubuntu"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -379,6 +399,8 @@ source "amazon-ebs" "pcluster-al2023-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -416,6 +438,8 @@ source "amazon-ebs" "pcluster-al2023-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -453,6 +477,8 @@ source "amazon-ebs" "eks-al2023-x86_64" {
   instance_type              = var.instance_type_x86_64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true
@@ -490,6 +516,8 @@ source "amazon-ebs" "eks-al2023-arm64" {
   instance_type              = var.instance_type_arm64
   ssh_username               = "ec2-user"
   ssh_timeout                = var.ssh_timeout
+  ssh_host                   = var.ssh_host
+  ssh_port                   = var.ssh_port
   subnet_id                  = var.subnet_id
   ami_regions                = var.ami_copy_regions
   encrypt_boot               = true

@@ -110,6 +110,18 @@ variable "custom_endpoint_ec2" {
   default = ""
 }
 
+# Empty: the instance's address. Tests set 127.0.0.1 and a closed port so that nothing is sent to the address
+# moto invents for its fake instance.
+variable "ssh_host" {
+  type    = string
+  default = ""
+}
+
+variable "ssh_port" {
+  type    = number
+  default = 22
+}
+
 variable "skip_credential_validation" {
   type    = bool
   default = false

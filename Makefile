@@ -14,6 +14,11 @@ COLLECTION_LINK := $(ANSIBLE_COLLECTIONS_PATH)/ansible_collections/trainstack/cl
 LAB_NODES   ?= 3
 PYTEST_ARGS ?=
 
+# Each area adds to these in its mk/*.mk: molecule scenarios and lint steps run by make test.
+MOLECULE_SCENARIOS := base
+LINT_TARGETS :=
+-include mk/*.mk
+
 .PHONY: help
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -58,12 +63,13 @@ lab-down: setup ## remove lab containers, bridge, keys and processes
 
 # ---------------------------------------------------------------- tests
 .PHONY: lint unit molecule integration test test-slow
-lint: setup ## ansible-lint (production), yamllint, ruff, syntax checks
+lint: setup $(LINT_TARGETS) ## ansible-lint (production), yamllint, ruff, syntax checks
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --offline
-	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, "$$p" >/dev/null || { echo "syntax-check failed: $$p"; exit 1; }; done; echo "syntax-check: playbooks ok"
+	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, "$$p" >/dev/null \
+	  || { echo "syntax-check failed: $$p"; exit 1; }; done; echo "syntax-check: every playbook ok"
 
 unit: setup ## unit tests (no containers)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
@@ -84,7 +90,8 @@ test-slow: setup ## slow suites kept out of make test
 demo: setup ## build the lab, run a training test case on it, print its results
 	$(BIN)/ansible-playbook trainstack.cluster.demo -e lab_node_count=$(LAB_NODES)
 
-# Molecule scenarios in make test; each area's mk/*.mk adds its own.
-MOLECULE_SCENARIOS := base
 
--include mk/*.mk
+# ---------------------------------------------------------------- docs
+.PHONY: docs
+docs: venv ## regenerate role READMEs from meta/argument_specs.yml
+	$(PY) scripts/role_docs.py

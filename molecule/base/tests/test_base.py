@@ -57,3 +57,8 @@ def test_no_automatic_upgrades(host):
 
 def test_package_held(host):
     assert "iproute2" in host.check_output("apt-mark showhold").split()
+
+
+def test_node_not_degraded(host):
+    # Masking units must not leave them failed: a degraded node fails health checks.
+    assert host.run("systemctl is-system-running").stdout.strip() == "running"

@@ -1,0 +1,161 @@
+"""The lab: real LXC system containers with systemd as PID 1, reachable through the inventory it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, VENV_BIN, playbook, run
+
+pytestmark = pytest.mark.lab
+
+STATE = Path("/var/lib/trainstack/lab")
+
+
+def _containers(prefix: str) -> list[str]:
+    out = subprocess.run(["lxc-ls", "-1"], capture_output=True, text=True, check=True).stdout.split()
+    return [name for name in out if name.startswith(prefix)]
+
+
+def _link_exists(name: str) -> bool:
+    return (
+        subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, check=False).returncode == 0
+    )
+
+
+def test_three_nodes_run_systemd(lab: None) -> None:
+    proc = playbook("lab_status")
+    rows = re.findall(r"(ts-\S+)\s+(RUNNING|STOPPED)\s+(\S+)\s+(\S+)", proc.stdout)
+    lab_rows = {name: (state, ip, sd) for name, state, ip, sd in rows if not name.startswith("ts-m-")}
+    assert lab_rows == {
+        "ts-head": ("RUNNING", "10.77.0.11", "running"),
+        "ts-compute1": ("RUNNING", "10.77.0.12", "running"),
+        "ts-compute2": ("RUNNING", "10.77.0.13", "running"),
+    }
+
+
+def test_inventory_reaches_every_node(lab: None) -> None:
+    proc = run([str(VENV_BIN / "ansible"), "-i", "inventories/local", "all", "-m", "ansible.builtin.ping"])
+    assert sorted(re.findall(r"^(\S+) \| SUCCESS", proc.stdout, re.M)) == [
+        "ts-compute1",
+        "ts-compute2",
+        "ts-head",
+    ]
+    groups = json.loads(
+        run([str(VENV_BIN / "ansible-inventory"), "-i", "inventories/local", "--list"]).stdout
+    )
+    assert groups["head"]["hosts"] == ["ts-head"]
+    assert sorted(groups["compute"]["hosts"]) == ["ts-compute1", "ts-compute2"]
+
+
+def test_nodes_share_a_directory_and_know_each_other(lab: None) -> None:
+    marker = f"written-by-head-{os.getpid()}"
+    run(
+        [
+            str(VENV_BIN / "ansible"),
+            "-i",
+            "inventories/local",
+            "ts-head",
+            "-m",
+            "ansible.builtin.shell",
+            "-a",
+            f"echo {marker} > /shared/lab-test && getent hosts ts-compute2",
+        ]
+    )
+    proc = run(
+        [
+            str(VENV_BIN / "ansible"),
+            "-i",
+            "inventories/local",
+            "ts-compute2",
+            "-m",
+            "ansible.builtin.command",
+            "-a",
+            "cat /shared/lab-test",
+        ]
+    )
+    assert marker in proc.stdout
+
+
+def test_lab_up_twice_changes_nothing(lab: None) -> None:
+    proc = playbook("lab_up", "-e", "lab_node_count=3")
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s", proc.stdout), proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-e", "lab_node_count=0"], "lab_node_count=0 must be 1..40"),
+        (["-e", "lab_node_count=abc"], "lab_node_count"),
+        (
+            ["-e", '{"lab_node_count": 2, "lab_node_names": ["tsbad-a", "tsbad-a"]}'],
+            "no duplicates (['tsbad-a'])",
+        ),
+    ],
+    ids=["zero-nodes", "not-a-number", "duplicate-name"],
+)
+def test_bad_input_fails_before_creating_anything(lab_required: None, extra: list[str], message: str) -> None:
+    before = _containers("tsbad-")
+    proc = playbook("lab_up", "-e", "lab_name=tsbad", "-e", "lab_bridge=tsbad0", *extra, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert _containers("tsbad-") == before == []
+    assert not _link_exists("tsbad0")
+
+
+def test_not_root_is_refused(lab_required: None) -> None:
+    home = Path(tempfile.mkdtemp(prefix="trainstack-nobody-"))
+    os.chown(home, 65534, 65534)
+    env = {
+        "PATH": f"{VENV_BIN}:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(home),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"),
+        "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        "ANSIBLE_REMOTE_TEMP": str(home / "remote-tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    proc = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            str(VENV_BIN / "ansible-playbook"),
+            "trainstack.cluster.lab_up",
+            "-e",
+            "lab_name=tsbad",
+            "-e",
+            "lab_bridge=tsbad0",
+            # The venv's interpreter lives under /root; modules run under the system Python instead.
+            "-e",
+            "ansible_python_interpreter=/usr/bin/python3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "The lab needs root" in proc.stdout + proc.stderr
+    assert not _link_exists("tsbad0")
+
+
+@pytest.mark.lab_teardown
+def test_lab_down_leaves_nothing(lab_required: None) -> None:
+    playbook("lab_down")
+    assert _containers("ts-") == []
+    assert not _link_exists("tslab0")
+    assert (
+        subprocess.run(["pgrep", "-f", "apt-cacher-ng -c /var/lib/trainstack"], check=False).returncode == 1
+    )
+    assert not STATE.exists()
+    assert not (REPO / "inventories" / "local" / "hosts.yml").exists()

@@ -1,0 +1,43 @@
+"""Shared test helpers: where the repository, its venv and the lab live; how to run the collection."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = REPO / ".venv" / "bin"
+LAB_KEY = Path("/var/lib/trainstack/lab/ssh/id_ed25519")
+
+
+def ansible_env(**extra: str) -> dict[str, str]:
+    """Environment in which ansible-* commands resolve trainstack.cluster from this checkout."""
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".cache" / "collections"),
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+    )
+    env.update(extra)
+    return env
+
+
+def run(
+    cmd: list[str], *, check: bool = True, timeout: int = 900, **kw: object
+) -> subprocess.CompletedProcess:
+    """Run a command from the repository root with the Ansible environment, capturing text output."""
+    kw.setdefault("env", ansible_env())
+    kw.setdefault("cwd", REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kw)
+    if check and proc.returncode != 0:
+        tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{tail}")
+    return proc
+
+
+def playbook(name: str, *args: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess:
+    """Run one of the collection's playbooks by its FQCN."""
+    return run([str(VENV_BIN / "ansible-playbook"), f"trainstack.cluster.{name}", *args], check=check, **kw)

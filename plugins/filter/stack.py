@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import mirror_path
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
     StackError,
     all_artifacts,
@@ -130,6 +131,14 @@ def stack_selfcheck_line(check: dict[str, str]) -> str:
     return f"{check['status'].upper():4} {check['check']}: {check['detail']}"
 
 
+def stack_artifact_path(artifact: dict[str, Any]) -> str:
+    """Relative path of an artifact in a cache or mirror: '<name>/<file>' (artifact_fetch.mirror_path).
+
+    Why not Jinja's urldecode: it turns '+' into a space (form decoding), and Debian file names carry '+'.
+    """
+    return mirror_path(artifact["name"], artifact["url"])
+
+
 class FilterModule:
     """trainstack.cluster stack filters."""
 
@@ -145,4 +154,5 @@ class FilterModule:
             "stack_manifest_components": stack_manifest_components,
             "stack_selfcheck_versions": stack_selfcheck_versions,
             "stack_selfcheck_line": stack_selfcheck_line,
+            "stack_artifact_path": stack_artifact_path,
         }

@@ -191,6 +191,7 @@ def resolve(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, dict[s
 
     Artifacts restricted to another architecture are dropped, so callers see exactly what a build downloads.
     """
+    _in_scope(stack, os_id, arch)
     resolved: dict[str, dict[str, Any]] = {}
     for name, comp in stack["components"].items():
         if os_id not in comp["os"] or arch not in comp["arch"]:
@@ -200,6 +201,14 @@ def resolve(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, dict[s
         merged["artifacts"] = [a for a in merged.get("artifacts") or [] if a.get("arch", arch) == arch]
         resolved[name] = merged
     return resolved
+
+
+def _in_scope(stack: Mapping[str, Any], os_id: str | None, arch: str | None) -> None:
+    """A target outside the stack's scope is an error, not an empty component list."""
+    scope = stack["scope"]
+    for value, key in ((os_id, "os"), (arch, "arch")):
+        if value is not None and value not in scope[key]:
+            raise StackError(f"stack {stack['id']}: {key} '{value}' is outside scope.{key} {scope[key]}")
 
 
 def versions(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, str]:
@@ -400,10 +409,8 @@ def validate_rules(rules: Iterable[Mapping[str, Any]]) -> None:
 
 def targets(stack: Mapping[str, Any], os_id: str | None = None, arch: str | None = None) -> list[Target]:
     """Every OS x arch x family combination of the stack's scope, optionally narrowed to one OS/arch."""
+    _in_scope(stack, os_id, arch)
     scope = stack["scope"]
-    for value, key in ((os_id, "os"), (arch, "arch")):
-        if value is not None and value not in scope[key]:
-            raise StackError(f"stack {stack['id']}: {key} '{value}' is outside scope.{key} {scope[key]}")
     oses = [os_id] if os_id else scope["os"]
     arches = [arch] if arch else scope["arch"]
     lab_only = set(scope.get("lab_os") or [])

@@ -1,0 +1,168 @@
+"""Image factory integration fixtures: moto's EC2 server with stand-in source AMIs, a local HTTP "vendor" of
+real Debian packages, and Packer/Ansible command helpers."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, VENV_BIN, ansible_env
+
+# Stand-ins for Canonical's and Amazon's source AMIs: moto ships none of the 2026 images our filters select,
+# so the test loads these records into moto (MOTO_AMIS_PATH). Only name, owner and architecture matter.
+STAND_IN_AMIS = [
+    {
+        "ami_id": "ami-0standin2204x8601",
+        "name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-20261101",
+        "owner_id": "099720109477",
+        "architecture": "x86_64",
+        "root_device_name": "/dev/sda1",
+    },
+    {
+        "ami_id": "ami-0standinal2023a01",
+        "name": "al2023-ami-2023.9.20261101.0-kernel-6.12-arm64",
+        "owner_id": "137112412989",
+        "architecture": "arm64",
+        "root_device_name": "/dev/xvda",
+    },
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+@pytest.fixture
+def moto_ec2(tmp_path):
+    """moto in server mode (a real HTTP endpoint on loopback) with the stand-in AMIs; yields its URL."""
+    amis = [
+        {
+            "state": "available",
+            "public": True,
+            "image_location": "stand-in",
+            "sriov": "simple",
+            "root_device_type": "ebs",
+            "description": "stand-in source AMI for trainstack tests",
+            "image_type": "machine",
+            "platform": None,
+            "virtualization_type": "hvm",
+            "hypervisor": "xen",
+            **ami,
+        }
+        for ami in STAND_IN_AMIS
+    ]
+    path = tmp_path / "amis.json"
+    path.write_text(json.dumps(amis))
+    port = _free_port()
+    env = {**os.environ, "MOTO_AMIS_PATH": str(path)}
+    log = open(tmp_path / "moto.log", "w")  # noqa: SIM115 - closed after the server stops
+    proc = subprocess.Popen([str(VENV_BIN / "moto_server"), "-p", str(port)], env=env, stdout=log, stderr=log)
+    try:
+        _wait_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    """Fake credentials: nothing here may reach AWS."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (Packer's SSH wait then fails locally, never off the machine)."""
+    return _free_port()
+
+
+def _published_sha256(deb: Path) -> str | None:
+    name, version, _ = urllib.parse.unquote(deb.name).rsplit("_", 2)
+    out = subprocess.run(
+        ["apt-cache", "show", "--no-all-versions", f"{name}={version}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return next((line.split()[1] for line in out.splitlines() if line.startswith("SHA256: ")), None)
+
+
+@pytest.fixture(scope="session")
+def debian_debs(tmp_path_factory):
+    """Two real Debian packages with the sha256 Debian's signed index publishes for them."""
+    found = []
+    for deb in sorted(Path("/var/cache/apt/archives").glob("*.deb"), key=lambda p: p.stat().st_size)[:40]:
+        digest = _published_sha256(deb)
+        if digest and hashlib.sha256(deb.read_bytes()).hexdigest() == digest:
+            found.append((deb, digest))
+        if len(found) == 2:
+            return found
+    where = tmp_path_factory.mktemp("debs")
+    subprocess.run(["apt-get", "download", "hello", "sl"], cwd=where, check=True, capture_output=True)
+    return [(deb, _published_sha256(deb)) for deb in sorted(where.glob("*.deb"))]
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        self.server.requests.append(self.path)
+
+
+@pytest.fixture
+def vendor(tmp_path):
+    """A loopback HTTP server standing in for a vendor download host; yields (base_url, docroot)."""
+    root = tmp_path / "vendor"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
+    )
+    server.requests = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+    server.server_close()
+
+
+def packer(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run packer from the repository root with the Ansible environment."""
+    if shutil.which("packer") is None:
+        pytest.skip("packer is not installed (make host-deps)")
+    return subprocess.run(
+        ["packer", *args],
+        cwd=REPO,
+        env=env or ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,106 @@
+"""amazon-ebs builds against moto's EC2 server: how far Packer gets, and what it asks EC2 for.
+
+Packer 1.6.6 talks to moto through `custom_endpoint_ec2`. It gets through every EC2 step of a build (AMI
+lookup by filter and owner, temporary key pair and security group, RunInstances with our volume, tags and
+instance type) and stops at "Waiting for SSH": moto's instances are records, not machines. The SSH target is
+pinned to a closed loopback port so nothing is sent to the address moto invents. Provisioning, AMI creation,
+region copies and the IMDSv2 post-processor therefore never run here; the template tests cover their settings.
+"""
+
+import re
+
+import boto3
+import pytest
+
+from tests.support import VENV_BIN
+
+from .conftest import closed_port, packer
+
+pytestmark = pytest.mark.moto
+
+
+def build(moto_url, only, *extra):
+    return packer(
+        "build",
+        "-color=false",
+        f"-only={only}",
+        "-var",
+        f"custom_endpoint_ec2={moto_url}",
+        "-var",
+        "skip_credential_validation=true",
+        "-var",
+        "ssh_host=127.0.0.1",
+        "-var",
+        f"ssh_port={closed_port()}",
+        "-var",
+        "ssh_timeout=3s",
+        "-var",
+        f"ansible_playbook={VENV_BIN / 'ansible-playbook'}",
+        *extra,
+        "packer",
+    )
+
+
+def test_build_reaches_ssh_wait_then_cleans_up(moto_ec2, aws_env, tmp_path):
+    proc = build(moto_ec2, "slurm-gpu.amazon-ebs.ubuntu2204-x86_64", "-var", f"output_dir={tmp_path}")
+    out = proc.stdout
+    assert proc.returncode != 0
+    steps = [
+        "Found Image ID: ami-0standin2204x8601",
+        "Creating temporary keypair",
+        "Creating temporary security group",
+        "Launching a source AWS instance",
+        'Adding tag: "trainstack:stack": "ts-2026.10"',
+        "Waiting for SSH to become available",
+        "Timeout waiting for SSH",
+        "Terminating the source AWS instance",
+        "Deleting temporary security group",
+        "Deleting temporary keypair",
+    ]
+    positions = [out.find(step) for step in steps]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
+    assert positions == sorted(positions), "steps out of order"
+    ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
+    assert ec2.describe_key_pairs()["KeyPairs"] == []
+    (reservation,) = ec2.describe_instances()["Reservations"]
+    (instance,) = reservation["Instances"]
+    assert instance["State"]["Name"] == "terminated"
+    assert instance["ImageId"] == "ami-0standin2204x8601"
+
+
+def test_run_instances_gets_our_volume_instance_type_and_tags(moto_ec2, aws_env, tmp_path):
+    """-on-error=abort keeps the instance, so moto shows what Packer asked for."""
+    proc = build(
+        moto_ec2,
+        "base-gpu.amazon-ebs.al2023-arm64",
+        "-on-error=abort",
+        "-var",
+        "root_volume_gb=37",
+        "-var",
+        "instance_type_arm64=c7g.2xlarge",
+        "-var",
+        "stack_id=ts-2025.12",
+        "-var",
+        f"output_dir={tmp_path}",
+    )
+    assert "Found Image ID: ami-0standinal2023a01" in proc.stdout, proc.stdout[-3000:]
+    ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
+    (reservation,) = ec2.describe_instances()["Reservations"]
+    (instance,) = reservation["Instances"]
+    assert instance["InstanceType"] == "c7g.2xlarge"
+    assert instance["ImageId"] == "ami-0standinal2023a01"
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert tags["trainstack:stack"] == "ts-2025.12"
+    (volume,) = ec2.describe_volumes(
+        Filters=[{"Name": "attachment.instance-id", "Values": [instance["InstanceId"]]}]
+    )["Volumes"]
+    assert (volume["Size"], volume["VolumeType"], volume["Encrypted"]) == (37, "gp3", True)
+    assert volume["Attachments"][0]["Device"] == "/dev/xvda"
+
+
+def test_only_selects_one_flavour(moto_ec2, aws_env, tmp_path):
+    """`-only 'eks-gpu.*'` starts the EKS sources only (both fail at the AMI lookup: no stand-in EKS AMI)."""
+    proc = build(moto_ec2, "eks-gpu.*", "-var", f"output_dir={tmp_path}")
+    started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
+    assert started == {"eks-gpu.amazon-ebs.eks-al2023-x86_64", "eks-gpu.amazon-ebs.eks-al2023-arm64"}
+    assert "No AMI was found matching filters" in proc.stdout

@@ -103,8 +103,9 @@ def ec2_filters(flt: SourceFilter, states: Sequence[str]) -> list[dict[str, Any]
     """Server-side filters so that AWS, not this process, drops instances that are not cluster nodes.
 
     All wanted tag keys go into one `tag-key` filter (values are ORed), which keeps it one call per region
-    for every EC2-backed kind; the cluster names can only be pushed down when a single tag key is in play,
-    because separate `tag:` filters would be ANDed.
+    for every EC2-backed kind. Cluster names can only be pushed down when a single tag key is in play,
+    because separate `tag:` filters would be ANDed; `tag:<key>=<names>` then replaces the `tag-key` filter,
+    which it implies (every filter is one more pass over the instances on the server).
     """
     keys = []
     if "parallelcluster" in flt.kinds:
@@ -113,9 +114,10 @@ def ec2_filters(flt: SourceFilter, states: Sequence[str]) -> list[dict[str, Any]
         keys.append(PCS_CLUSTER_TAG)
     if "tagged" in flt.kinds and flt.tagged_cluster_tag:
         keys.append(flt.tagged_cluster_tag)
-    filters: list[dict[str, Any]] = [{"Name": "tag-key", "Values": keys}]
     if len(keys) == 1 and flt.cluster_names:
-        filters.append({"Name": f"tag:{keys[0]}", "Values": sorted(flt.cluster_names)})
+        filters: list[dict[str, Any]] = [{"Name": f"tag:{keys[0]}", "Values": sorted(flt.cluster_names)}]
+    else:
+        filters = [{"Name": "tag-key", "Values": keys}]
     if states:
         filters.append({"Name": "instance-state-name", "Values": list(states)})
     return filters

@@ -331,7 +331,6 @@ def test_safe_group_and_ml_prefix():
 def test_server_side_filters_push_names_down_only_for_one_tag_key():
     one = model.SourceFilter(kinds=("parallelcluster", "hyperpod"), cluster_names=frozenset({"b", "a"}))
     assert ec2_filters(one, ["running"]) == [
-        {"Name": "tag-key", "Values": ["parallelcluster:cluster-name"]},
         {"Name": "tag:parallelcluster:cluster-name", "Values": ["a", "b"]},
         {"Name": "instance-state-name", "Values": ["running"]},
     ]

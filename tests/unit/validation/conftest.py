@@ -1,0 +1,73 @@
+"""Fixtures of the validation area: the node_health script loaded from the role, and a probe that serves
+recorded tool outputs (stand-ins written in each tool's documented format, see fixtures/README.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+nh = load(ROOT / "roles/node_health/files/node_health.py", "trainstack_node_health")
+
+
+@dataclass
+class RecordedProbe(nh.Probe):
+    """A Probe whose tools answer from a table: {"argv joined by spaces": (rc, output)}."""
+
+    tools: dict = field(default_factory=dict)
+    memlock_bytes: int = -1
+
+    def which(self, name):
+        return f"/usr/bin/{name}" if any(key.split()[0] == name for key in self.tools) else None
+
+    def run(self, argv, timeout=None):
+        key = " ".join(argv)
+        if key in self.tools:
+            return self.tools[key]
+        return 127, f"not found: {argv[0]}"
+
+    def memlock(self):
+        return self.memlock_bytes
+
+
+@pytest.fixture(scope="session")
+def node_health():
+    return nh
+
+
+@pytest.fixture(scope="session")
+def table():
+    return nh.load_table(ROOT / "roles/node_health/files/instance_types.json")
+
+
+@pytest.fixture
+def probe_for(table, tmp_path):
+    """probe_for(instance_type, tools={...}, **fields) -> RecordedProbe with an empty sysfs under tmp_path."""
+
+    def make(instance_type, tools=None, **fields):
+        expect = nh.expectations(table, instance_type, fields.pop("expect", None))
+        return RecordedProbe(
+            expect=expect, instance_type=instance_type, sysfs=tmp_path / "sys", tools=tools or {}, **fields
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def fixture_text():
+    return lambda name: (FIXTURES / name).read_text(encoding="utf-8")

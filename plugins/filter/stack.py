@@ -17,6 +17,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix im
     StackError,
     all_artifacts,
     artifacts,
+    environment,
     resolve,
     version_matches,
     versions,
@@ -139,6 +140,38 @@ def stack_artifact_path(artifact: dict[str, Any]) -> str:
     return mirror_path(artifact["name"], artifact["url"])
 
 
+def stack_environment(
+    stack: dict[str, Any], rules: list[dict[str, Any]], os_id: str, arch: str, family: str | None = None
+) -> dict[str, str]:
+    """FI_*/NCCL_* job environment for one target (stack_matrix.environment): what the efa role's profile
+    exports, computed by the same rules the checker applies."""
+    return _guard(environment, stack, rules, os_id, arch, family or None)
+
+
+def stack_image_roles(
+    entries: list[dict[str, Any]], task_files: list[str], pinned: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """Split a flavour's role list into what a build applies and what it skips, with the reason.
+
+    A role is applied when its entry point exists (`<role>/tasks/<tasks_from>.yml`, so roles still being
+    written are skipped rather than breaking every build) and when the stack pins every component it installs
+    for this OS/arch (no NVIDIA driver on the Debian lab image, whose stack scope has none).
+    `task_files` are paths ending in '<role>/tasks/<file>.yml'.
+    """
+    present = {"/".join(path.split("/")[-3:]) for path in task_files}
+    apply, skipped = [], []
+    for entry in entries:
+        entry_point = f"{entry['role']}/tasks/{entry.get('tasks_from', 'main')}.yml"
+        unpinned = [c for c in entry.get("components", []) if c not in pinned]
+        if entry_point not in present:
+            skipped.append({**entry, "reason": f"{entry_point} not in this collection yet"})
+        elif unpinned:
+            skipped.append({**entry, "reason": f"stack pins no {', '.join(unpinned)} for this OS/arch"})
+        else:
+            apply.append(entry)
+    return {"apply": apply, "skipped": skipped}
+
+
 class FilterModule:
     """trainstack.cluster stack filters."""
 
@@ -155,4 +188,6 @@ class FilterModule:
             "stack_selfcheck_versions": stack_selfcheck_versions,
             "stack_selfcheck_line": stack_selfcheck_line,
             "stack_artifact_path": stack_artifact_path,
+            "stack_image_roles": stack_image_roles,
+            "stack_environment": stack_environment,
         }

@@ -376,6 +376,13 @@ def _rule_equal_fields(
     return []
 
 
+def _rule_recommended_env(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    """Never refuses a build: these rules only shape the job environment (see `environment`)."""
+    return []
+
+
 EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], list[Finding]]] = {
     "driver_for_cuda": _rule_driver_for_cuda,
     "conditional_env": _rule_conditional_env,
@@ -383,6 +390,7 @@ EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], li
     "kernel_modules": _rule_kernel_modules,
     "os_support": _rule_os_support,
     "equal_fields": _rule_equal_fields,
+    "recommended_env": _rule_recommended_env,
 }
 
 
@@ -485,3 +493,46 @@ def format_report(report: Report) -> str:
     for f in report.notes:
         lines.append(f"  note  [{f.rule}] {f.message}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- job environment (fabric roles, issue 6)
+
+
+def _env_rule_applies(rule: Mapping[str, Any], comps: Mapping, family: str | None) -> bool:
+    """A rule's version conditions all hold and, where it names families, the target is one of them.
+
+    A family-scoped rule does not apply when the family is unknown (an image built for several families):
+    the profile then keeps the stack's value, and the node's boot-time role run narrows it.
+    """
+    families = rule.get("families")
+    if families is not None and family not in families:
+        return False
+    return all(_matches(c, comps) for c in rule.get("when") or [])
+
+
+def environment(
+    stack: Mapping[str, Any],
+    rules: Iterable[Mapping[str, Any]],
+    os_id: str,
+    arch: str,
+    family: str | None = None,
+) -> dict[str, str]:
+    """The FI_*/NCCL_* job environment that is right for one target's installed versions.
+
+    Why here and not in a role: the same rules that refuse a stack (`conditional_env`: a required variable
+    the stack lacks) also say what a node's profile must export, so the profile cannot drift from the checker.
+    Order: the stack's `environment`, then each `conditional_env` rule's `require_env` whose versions match,
+    then each `recommended_env` rule's `set_env`/`unset_env` (rules file order; later rules win).
+    """
+    rules = list(rules)
+    validate_rules(rules)
+    comps = resolve(stack, os_id, arch)
+    env = {str(k): str(v) for k, v in (stack.get("environment") or {}).items()}
+    for rule in rules:
+        if rule["kind"] == "conditional_env" and all(_matches(c, comps) for c in rule["when"]):
+            env.update({str(k): str(v) for k, v in rule["require_env"].items()})
+        elif rule["kind"] == "recommended_env" and _env_rule_applies(rule, comps, family):
+            env.update({str(k): str(v) for k, v in (rule.get("set_env") or {}).items()})
+            for key in rule.get("unset_env") or []:
+                env.pop(str(key), None)
+    return dict(sorted(env.items()))

@@ -103,7 +103,7 @@ def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], fl
     import torch
     from fsdp_llama.metrics import peak_tflops
 
-    window = times[spec["warmup"] :]
+    window = times[spec["warmup"] :] or times
     tokens = spec["batch_size"] * spec["seq_len"]
     tokens_per_s = tokens * len(window) / sum(window)
     cuda = spec["device"] == "cuda"
@@ -122,7 +122,7 @@ def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], fl
     }
 
 
-def _profile(step_fn: Any, first_step: int, out_dir: Path, tag: str) -> dict[str, Any]:
+def _profile(step_fn: Any, finish: Any, first_step: int, out_dir: Path, tag: str) -> dict[str, Any]:
     """Two profiled steps: kernel time by category against wall time shows where the step goes."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -133,6 +133,7 @@ def _profile(step_fn: Any, first_step: int, out_dir: Path, tag: str) -> dict[str
         for step in range(first_step, first_step + 2):
             step_fn(step)
         torch.cuda.synchronize()
+    finish(timed=False)
     wall = (time.perf_counter() - started) / 2
     categories: dict[str, float] = {}
     kernels: list[tuple[str, float]] = []
@@ -187,15 +188,17 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     built = time.perf_counter()
     trainer = Trainer(cfg, info)
     build_s = time.perf_counter() - built
-    times, losses = [], []
-    for step in range(spec["steps"]):
-        record = trainer.step(step)
-        times.append(record["step_time_s"])
-        losses.append(record["loss"])
+    records = [trainer.step(step) for step in range(spec["steps"])]
+    records.append(trainer.finish(timed=False))
+    done = [record for record in records if record is not None]
+    # The final flush times only the tail of the last step (nothing was queued behind it): left out.
+    times = [record["step_time_s"] for record in done[:-1]]
+    losses = [record["loss"] for record in done]
     result = _summarise(times, losses, spec, trainer.flops_token)
     result.update({"params": trainer.model.num_params(), "build_s": build_s, "train_config": vars(cfg)})
     if spec.get("profile"):
-        result["profile"] = _profile(trainer.step, spec["steps"], Path(spec["log_dir"]), spec["name"])
+        log_dir = Path(spec["log_dir"])
+        result["profile"] = _profile(trainer.step, trainer.finish, spec["steps"], log_dir, spec["name"])
     return result
 
 

@@ -112,6 +112,7 @@ class BatchSource:
         self.seed = seed
         self.vocab_size = vocab_size
         self.file: TokenFile | None = None
+        self._orbits: torch.Tensor | None = None
         if data != "synthetic":
             self.file = TokenFile.open(Path(data))
             if self.file.vocab_size > vocab_size:
@@ -123,17 +124,23 @@ class BatchSource:
                 raise ValueError(f"--data holds {self.file.tokens.shape[0]} tokens, fewer than --seq-len + 1")
 
     def _synthetic(self, step: int) -> torch.Tensor:
-        """Learnable synthetic text: each row follows ``x[t+1] = (a*x[t] + c) mod V`` from a random start.
+        """Learnable synthetic text: each row walks a fixed random permutation from a random start.
 
-        Uniform random tokens cannot be learnt, so a loss curve on them says nothing; this recurrence can,
-        and the same step and rank always give the same rows.
+        Uniform random tokens cannot be learnt, so a loss curve on them says nothing; a permutation walk is
+        a deterministic bigram any model picks up in a few dozen steps, and the same step and rank always
+        give the same rows. Ids stay below 256, so every configuration's vocabulary holds them.
         """
+        if self._orbits is None:
+            vocab = min(self.vocab_size, 256)
+            perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(self.seed))
+            orbits = torch.empty(vocab, self.seq_len + 1, dtype=torch.long)
+            orbits[:, 0] = torch.arange(vocab)
+            for t in range(self.seq_len):
+                orbits[:, t + 1] = perm[orbits[:, t]]
+            self._orbits = orbits
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step * 1009 + self.rank)
-        vocab = min(self.vocab_size, 256)
-        start = torch.randint(0, vocab, (self.batch_size, 1), generator=gen)
-        mult = torch.randint(1, 4, (self.batch_size, 1), generator=gen) * 2 + 1
-        pos = torch.arange(self.seq_len + 1)[None, :]
-        return (start + mult * pos * 7 + pos * pos) % vocab
+        starts = torch.randint(0, self._orbits.shape[0], (self.batch_size,), generator=gen)
+        return self._orbits[starts]
 
     def _from_file(self, step: int) -> torch.Tensor:
         assert self.file is not None

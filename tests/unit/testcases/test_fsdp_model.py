@@ -1,0 +1,100 @@
+"""Shapes, parameter counts, configuration errors and the fused cross-entropy of the pytorch/fsdp model."""
+
+import dataclasses
+
+import pytest
+import torch
+from fsdp_llama.config import MODEL_CONFIGS, parse_args
+from fsdp_llama.loss import fused_linear_cross_entropy
+from fsdp_llama.metrics import flops_per_token, peak_tflops
+from fsdp_llama.model import Transformer
+
+
+def test_forward_shapes_and_scalar_loss():
+    cfg = MODEL_CONFIGS["tiny"]
+    model = Transformer(cfg, rope_len=64)
+    model.init_weights(0)
+    tokens = torch.randint(0, cfg.vocab_size, (3, 40))
+    assert model(tokens).shape == (3, 40, cfg.vocab_size)
+    assert model.hidden_states(tokens).shape == (3, 40, cfg.dim)
+    loss = model(tokens, tokens)
+    assert loss.shape == ()
+    assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("llama3_2_1b", 1_235_814_400), ("llama3_1_8b", 8_030_261_248), ("llama3_70b", 70_553_706_496)],
+)
+def test_published_shapes_have_the_published_parameter_counts(name, params):
+    with torch.device("meta"):
+        model = Transformer(MODEL_CONFIGS[name])
+    assert model.num_params() == params
+
+
+def test_flop_formula_matches_the_issue_baseline():
+    """46,957 tok/s was 39.0 % MFU of 989 TFLOP/s in the issue: the same formula must reproduce that."""
+    cfg = MODEL_CONFIGS["llama3_2_1b"]
+    per_token = flops_per_token(cfg, 1_235_814_400, 2048)
+    assert per_token == 6 * 1_235_814_400 + 12 * 16 * 2048 * 2048
+    assert round(46_957 * per_token / 989e12, 3) == 0.390
+    assert peak_tflops("NVIDIA H200") == 989.0
+    assert peak_tflops("NVIDIA H100 PCIe") == 756.0
+    assert peak_tflops(None) is None
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_fused_cross_entropy_equals_reference_in_fp64(chunk):
+    gen = torch.Generator().manual_seed(3)
+    hidden = torch.randn(50, 16, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(40, 16, dtype=torch.float64, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 40, (50,), generator=gen)
+    targets[[3, 17]] = -100
+    loss = fused_linear_cross_entropy(hidden, weight, targets, chunk)
+    (2.5 * loss).backward()
+    h_ref = hidden.detach().clone().requires_grad_()
+    w_ref = weight.detach().clone().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(h_ref @ w_ref.t(), targets, ignore_index=-100)
+    (2.5 * ref).backward()
+    assert torch.allclose(loss, ref, rtol=1e-12, atol=0)
+    assert torch.allclose(hidden.grad, h_ref.grad, rtol=1e-10, atol=1e-14)
+    assert torch.allclose(weight.grad, w_ref.grad, rtol=1e-10, atol=1e-14)
+
+
+def test_bf16_fused_cross_entropy_stays_within_bf16_error():
+    gen = torch.Generator().manual_seed(4)
+    hidden = torch.randn(256, 32, generator=gen)
+    weight = torch.randn(300, 32, generator=gen) * 0.2
+    targets = torch.randint(0, 300, (256,), generator=gen)
+    ref = torch.nn.functional.cross_entropy(hidden.double() @ weight.double().t(), targets)
+    low = fused_linear_cross_entropy(hidden.bfloat16(), weight.bfloat16(), targets, 64)
+    assert abs(low.double().item() - ref.item()) / ref.item() < 1e-2
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--config", "nope"], "--config"),
+        (["--seq-len", "999999"], "--seq-len"),
+        (["--ac", "sometimes"], "--ac"),
+        (["--checkpoint-every", "5"], "--checkpoint-dir"),
+        (["--compile", "maybe"], "--compile"),
+        (["--no-such-option", "1"], "--no-such-option"),
+    ],
+)
+def test_bad_arguments_fail_naming_the_option(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_arguments_parse_in_the_launchers_form():
+    cfg = parse_args(["--config", "small", "--steps", "7", "--compile", "false", "--lr", "0.01"])
+    assert (cfg.config, cfg.steps, cfg.compile, cfg.lr) == ("small", 7, "false", 0.01)
+
+
+def test_model_config_rejects_inconsistent_heads():
+    bad = dataclasses.replace(MODEL_CONFIGS["tiny"], n_kv_heads=3)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        bad.validate()

@@ -394,10 +394,10 @@ def parent_main(args: argparse.Namespace) -> int:
         "log_dir": str(log_dir),
         "device": args.device,
     }
-    probe: dict[str, Any] = {"ok": False, "error": "not run on cpu"}
-    if args.device == "cuda":
-        probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)
     shared = _overrides(args.ours_override)
+    probe: dict[str, Any] = {"ok": False, "error": "not run: cpu, or --ours-override names attn_backend"}
+    if args.device == "cuda" and "attn_backend" not in shared:
+        probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)
     shared.setdefault("attn_backend", probe.get("best", "auto") if probe.get("ok") else "auto")
     specs: list[dict[str, Any]] = []
     for name in [item for item in args.variants.split(",") if item]:

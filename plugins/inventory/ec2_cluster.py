@@ -38,6 +38,10 @@ description:
     C(ec2_availability_zone), C(ec2_private_ip_address), C(ec2_private_dns_name), C(ec2_gpu_count),
     C(ec2_gpu_model), C(ec2_gpu_memory_mib) (per GPU), C(ec2_efa_interfaces) (maximum EFA interfaces),
     C(ec2_tags) (with O(include_tags)), C(hyperpod_ssm_target) and C(ansible_ssh_common_args) (HyperPod)."
+  - Facts shared by a whole plugin group (instance type facts on C(type_*), cluster name, kind and id on
+    C(cluster_<name>), role on C(cluster_<name>_<role>), queue, zone, region) are set once as variables of
+    that group rather than on every host; plays and C(ansible-inventory --list) see them as host variables
+    as usual, C(--export) shows where they live. A value that differs inside one group stays on the hosts.
   - "Groups (after O(group_prefix)): C(kind_<kind>), C(cluster_<name>) with children C(cluster_<name>_<role>)
     and C(cluster_<name>_queue_<queue>), C(role_<role>), C(type_<instance type>), C(az_<zone>),
     C(region_<region>); characters other than letters, digits and C(_) become C(_)."

@@ -235,6 +235,11 @@ def test_missing_credentials_are_explained(errors):
     assert "no AWS credentials found" in message and "access_key/secret_key" in message
 
 
+def test_unknown_profile_is_named(errors):
+    message = errors(ALL_KINDS + "profile: no-such-profile\n")
+    assert "profile: The config profile (no-such-profile) could not be found" in message
+
+
 def test_unreachable_endpoint_is_explained(errors):
     message = errors(ALL_KINDS.replace("@ENDPOINT@", "http://127.0.0.1:9"))
     assert "cannot reach http://127.0.0.1:9" in message and "endpoint_url" in message

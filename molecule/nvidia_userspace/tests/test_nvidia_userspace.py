@@ -1,0 +1,104 @@
+"""Verifier for nccl, cuda, dcgm and container_runtime on one lab node.
+
+NCCL is the real library from the stack's PyPI wheel: a C program linked without -L at run time finds it through
+the linker cache and must read the stack's version from ncclGetVersion (no GPU needed for that call). CUDA,
+DCGM and the container toolkit come from STAND-IN packages in signed local repositories (standin_repo.py):
+what is checked for them is the roles' work — repository, pinned versions, holds, links, profile, units and
+engine configuration read back by the real containerd — not NVIDIA's binaries.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+STACK = yaml.safe_load((Path(__file__).resolve().parents[3] / "stacks" / "ts-2026.10.yml").read_text())
+NCCL_VERSION = STACK["components"]["nccl"]["version"]
+TOOLKIT_VERSION = "1.20.1"
+
+PROGRAM = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int ncclGetVersion(int *version);
+static void show(const char *how, int v) { printf("%s %d.%d.%d\n", how, v / 10000, v / 100 % 100, v % 100); }
+int main(void) {
+  int linked = 0, opened = 0;
+  if (ncclGetVersion(&linked) != 0) return 2;
+  show("linked", linked);
+  void *lib = dlopen("libnccl.so.2", RTLD_NOW);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 3; }
+  int (*get)(int *) = (int (*)(int *))dlsym(lib, "ncclGetVersion");
+  if (!get || get(&opened) != 0) return 4;
+  show("dlopen", opened);
+  return 0;
+}
+"""
+
+
+def test_nccl_in_linker_cache(host):
+    cache = host.check_output("/sbin/ldconfig -p")
+    assert "libnccl.so.2 (libc6,x86-64) => /opt/nvidia/nccl/lib/libnccl.so.2" in cache
+
+
+def test_nccl_version_from_a_program(host):
+    host.check_output(f"cat > /tmp/nccl_version.c <<'EOF'\n{PROGRAM}\nEOF")
+    # -L only for the link step; at run time the loader must find libnccl.so.2 by itself (no LD_LIBRARY_PATH).
+    host.check_output(
+        "bash -lc 'gcc /tmp/nccl_version.c -o /tmp/nccl_version -L$NCCL_HOME/lib -lnccl -ldl'"
+    )
+    out = host.check_output("env -u LD_LIBRARY_PATH -u LD_PRELOAD /tmp/nccl_version")
+    assert out.splitlines() == [f"linked {NCCL_VERSION}", f"dlopen {NCCL_VERSION}"]
+    assert "/opt/nvidia/nccl" in host.check_output("ldd /tmp/nccl_version")
+
+
+def test_nccl_headers_and_record(host):
+    assert host.file("/opt/nvidia/nccl/include/nccl.h").is_file
+    record = json.loads(host.file("/etc/trainstack/nccl.json").content_string)
+    assert record == {
+        "version": NCCL_VERSION,
+        "source": "wheel",
+        "cuda_major": 13,
+        "home": "/opt/nvidia/nccl",
+        "lib_dir": "/opt/nvidia/nccl/lib",
+        "include_dir": "/opt/nvidia/nccl/include",
+        "library": "/opt/nvidia/nccl/lib/libnccl.so.2",
+    }
+    assert host.file("/opt/nvidia/nccl").linked_to == f"/opt/nvidia/nccl-{NCCL_VERSION}"
+
+
+def test_no_preload_and_wheel_dropped(host):
+    assert not host.file("/etc/ld.so.preload").exists
+    assert "LD_" not in host.file("/etc/profile.d/trainstack-nccl.sh").content_string
+    assert host.run("find /var/cache/trainstack/artifacts -name '*.whl' | grep -q .").rc == 1
+
+
+def test_cuda_toolkits_side_by_side(host):
+    assert host.file("/usr/local/cuda-13.2").is_directory
+    assert host.file("/usr/local/cuda-12.9").is_directory
+    assert host.check_output("readlink -f /usr/local/cuda") == "/usr/local/cuda-13.2"
+    # The profile puts the default toolkit first on a login shell's PATH (stand-in nvcc prints its release).
+    assert "release 13.2," in host.check_output("bash -lc 'nvcc --version'")
+    assert host.check_output("bash -lc 'echo $CUDA_HOME'") == "/usr/local/cuda"
+
+
+def test_vendor_repositories_signed_and_packages_pinned(host):
+    sources = host.file("/etc/apt/sources.list.d/trainstack-nvidia-cuda.list").content_string
+    assert "signed-by=/usr/share/keyrings/trainstack-nvidia-cuda.asc" in sources
+    assert host.package("datacenter-gpu-manager-4-cuda13").version == "1:4.7.0-1~standin"
+    assert host.package("nvidia-container-toolkit").version == f"{TOOLKIT_VERSION}-1~standin"
+    held = set(host.check_output("apt-mark showhold").split())
+    assert {"cuda-toolkit-13-2", "cuda-toolkit-12-9", "datacenter-gpu-manager-4-cuda13", "libnvidia-container1"} <= held
+
+
+@pytest.mark.parametrize(("unit", "needle"), [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address :9500")])
+def test_dcgm_units_enabled_with_ports(host, unit, needle):
+    assert host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled"
+    assert needle in host.check_output(f"systemctl show -p ExecStart --value {unit}")
+
+
+def test_containerd_runs_with_nvidia_runtime(host):
+    assert host.service("containerd").is_running
+    dumped = host.check_output("containerd config dump")
+    assert 'default_runtime_name = "nvidia"' in dumped
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in dumped

@@ -1,0 +1,194 @@
+"""Build the signed local apt repositories that stand in for NVIDIA's vendor repositories in the lab.
+
+Why: NVIDIA's CUDA repository (toolkit, DCGM) and its libnvidia-container repository cannot be reached from
+this project's network. The roles' repository code (key download, signed-by source, index refresh, pinned
+installs, holds) is only tested for real if apt talks to a real, signed repository with the same package names
+and version schemes. The packages inside are STAND-INS: built here with dpkg-deb, version suffix `~standin`,
+description "trainstack stand-in", carrying small scripts in place of NVIDIA's binaries (no GPU code). Tests
+that use them say so. The NCCL path is not stood in: it installs the real PyPI wheel.
+
+Usage: standin_repo.py OUT_DIR   (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories and OUT_DIR/key.asc)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from pathlib import Path
+
+STANDIN_NOTE = "trainstack stand-in: no NVIDIA binary here (lab tests only)"
+
+
+@dataclass(frozen=True)
+class StandinPackage:
+    """One stand-in .deb: files are {path: (mode, content)}; `version` keeps NVIDIA's scheme plus ~standin."""
+
+    name: str
+    version: str
+    files: dict[str, tuple[int, str]] = field(default_factory=dict)
+    depends: str = ""
+
+
+def _script(text: str) -> tuple[int, str]:
+    return 0o755, f"#!/bin/sh\n# {STANDIN_NOTE}\n{text}\n"
+
+
+def _cuda_toolkit(release: str) -> StandinPackage:
+    major, minor = release.split(".")
+    root = f"usr/local/cuda-{release}"
+    return StandinPackage(
+        name=f"cuda-toolkit-{major}-{minor}",
+        version=f"{release}.0-1~standin",
+        files={
+            f"{root}/version.json": (0o644, f'{{"cuda": {{"name": "CUDA SDK", "version": "{release}.0"}}}}\n'),
+            f"{root}/bin/nvcc": _script(
+                f'echo "nvcc: NVIDIA (R) Cuda compiler driver (stand-in)"\n'
+                f'echo "Cuda compilation tools, release {release}, V{release}.0"'
+            ),
+            f"{root}/lib64/README.standin": (0o644, STANDIN_NOTE + "\n"),
+        },
+    )
+
+
+def cuda_packages() -> list[StandinPackage]:
+    """Packages of the CUDA repository the roles install: two toolkits (side by side) and DCGM 4."""
+    hostengine_unit = (
+        "[Unit]\nDescription=NVIDIA DCGM host engine (stand-in)\n\n[Service]\n"
+        "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    return [
+        _cuda_toolkit("13.2"),
+        _cuda_toolkit("12.9"),
+        StandinPackage(
+            name="datacenter-gpu-manager-4-cuda13",
+            version="1:4.7.0-1~standin",
+            files={
+                "usr/bin/nv-hostengine": _script('echo "nv-hostengine needs a GPU" >&2; exit 1'),
+                "usr/bin/dcgmi": _script('echo "Version : 4.7.0"'),
+                "lib/systemd/system/nvidia-dcgm.service": (0o644, hostengine_unit),
+            },
+        ),
+        StandinPackage(
+            name="datacenter-gpu-manager-exporter",
+            version="4.7.0-1~standin",
+            files={
+                "usr/bin/dcgm-exporter": _script('echo "dcgm-exporter needs DCGM and a GPU" >&2; exit 1'),
+                "etc/dcgm-exporter/default-counters.csv": (0o644, "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\n"),
+            },
+        ),
+    ]
+
+
+def toolkit_packages(version: str = "1.20.1") -> list[StandinPackage]:
+    """The container toolkit's four packages, pinned together by the role."""
+    deb_version = f"{version}-1~standin"
+    return [
+        StandinPackage(
+            name="nvidia-container-toolkit",
+            version=deb_version,
+            depends=f"nvidia-container-toolkit-base (= {deb_version}), libnvidia-container-tools (= {deb_version})",
+            files={"usr/bin/nvidia-ctk": _script(f'echo "NVIDIA Container Toolkit CLI version {version} (stand-in)"')},
+        ),
+        StandinPackage(
+            name="nvidia-container-toolkit-base",
+            version=deb_version,
+            files={"usr/bin/nvidia-container-runtime": _script('echo "runc wrapper stand-in" >&2; exit 1')},
+        ),
+        StandinPackage(
+            name="libnvidia-container-tools",
+            version=deb_version,
+            depends=f"libnvidia-container1 (= {deb_version})",
+            files={"usr/bin/nvidia-container-cli": _script('echo "version: ' + version + '"')},
+        ),
+        StandinPackage(
+            name="libnvidia-container1",
+            version=deb_version,
+            files={"usr/share/doc/libnvidia-container1/README.standin": (0o644, STANDIN_NOTE + "\n")},
+        ),
+    ]
+
+
+def build_deb(pkg: StandinPackage, out_dir: Path) -> Path:
+    """dpkg-deb a package tree; the file name carries `standin` through the version."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, (mode, content) in pkg.files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            path.chmod(mode)
+        (root / "DEBIAN").mkdir()
+        control = [
+            f"Package: {pkg.name}",
+            f"Version: {pkg.version}",
+            "Architecture: amd64",
+            "Maintainer: trainstack tests <tests@trainstack.invalid>",
+            f"Description: {STANDIN_NOTE}",
+        ]
+        if pkg.depends:
+            control.append(f"Depends: {pkg.depends}")
+        (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+        target = out_dir / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(target)], check=True,
+                       capture_output=True)
+        return target
+
+
+def write_flat_repo(repo: Path, packages: list[StandinPackage], gnupghome: Path) -> None:
+    """Flat repository (`deb URL /`, the layout NVIDIA uses) with a Release file signed by the stand-in key."""
+    repo.mkdir(parents=True, exist_ok=True)
+    for pkg in packages:
+        build_deb(pkg, repo)
+    index = subprocess.run(["dpkg-scanpackages", "-m", "."], cwd=repo, check=True, capture_output=True, text=True)
+    (repo / "Packages").write_text(index.stdout)
+    (repo / "Packages.gz").write_bytes(gzip.compress(index.stdout.encode(), mtime=0))
+    lines = ["Origin: trainstack stand-in", "Label: trainstack stand-in", f"Date: {formatdate(usegmt=True)}", "SHA256:"]
+    for name in ("Packages", "Packages.gz"):
+        data = (repo / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (repo / "Release").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "GNUPGHOME": str(gnupghome)}
+    for args in (["--clearsign", "-o", "InRelease"], ["-abs", "-o", "Release.gpg"]):
+        subprocess.run(["gpg", "--batch", "--yes", *args, "Release"], cwd=repo, env=env, check=True,
+                       capture_output=True)
+
+
+def make_key(gnupghome: Path, out: Path) -> None:
+    """A throw-away signing key: apt verifies the stand-in repositories exactly as it verifies NVIDIA's."""
+    gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = {**os.environ, "GNUPGHOME": str(gnupghome)}
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "trainstack stand-in repository",
+                    "rsa3072", "sign", "never"], env=env, check=True, capture_output=True)
+    key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True)
+    out.write_bytes(key.stdout)
+
+
+def build(out_dir: Path) -> None:
+    """(Re)build both repositories and the key from scratch, so a run never sees a stale index."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        gnupghome = Path(tmp) / "gnupg"
+        make_key(gnupghome, out_dir / "key.asc")
+        write_flat_repo(out_dir / "cuda", cuda_packages(), gnupghome)
+        write_flat_repo(out_dir / "container-toolkit", toolkit_packages(), gnupghome)
+    for path in [out_dir, *out_dir.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    build(parser.parse_args().out_dir)
+
+
+if __name__ == "__main__":
+    main()

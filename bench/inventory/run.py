@@ -95,6 +95,7 @@ def write_configs(work: Path, url: str) -> dict[str, Path]:
                 f"regions: [{', '.join(REGIONS)}]",
                 f"endpoint_url: {url}",
                 "cluster_kinds: [parallelcluster]",
+                "read_timeout: 900",
                 "cache: true",
                 "cache_plugin: ansible.builtin.jsonfile",
                 f"cache_connection: {work / 'cache-ec2_cluster'}",

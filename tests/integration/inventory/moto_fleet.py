@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -30,7 +31,9 @@ class MotoServer:
     process: subprocess.Popen
 
     def client(self, service: str, region: str) -> Any:
-        return boto3.client(service, region_name=region, endpoint_url=self.url, **CREDS)
+        # Long read timeout, no retries: a busy shared machine must not turn a slow answer into a repeat.
+        config = Config(read_timeout=900, retries={"max_attempts": 1, "mode": "standard"})
+        return boto3.client(service, region_name=region, endpoint_url=self.url, config=config, **CREDS)
 
     def stop(self) -> None:
         self.process.terminate()

@@ -1,0 +1,95 @@
+"""`make image-local` end to end: Packer's lxc builder, the shell-local + community.general.lxc provisioning
+path, the manifest and self-check, and the rootfs tarball the lab boots. Warm (cached rootfs, apt and pip
+caches) it takes about a minute and a half here; the first build on a machine adds the debootstrap."""
+
+import json
+import os
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from tests.support import REPO, ansible_env
+
+STACK = "ts-2026.10"
+FLAVOUR = "slurm-gpu"
+
+
+@pytest.fixture(scope="module")
+def local_image(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("LXC image builds need root")
+    out = tmp_path_factory.mktemp("image")
+    proc = subprocess.run(
+        ["make", "image-local", f"STACK={STACK}", f"IMAGE_FLAVOUR={FLAVOUR}", f"IMAGE_OUT={out}"],
+        cwd=REPO,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return out / f"local-{FLAVOUR}", proc.stdout
+
+
+def read_member(tar_path, name):
+    with tarfile.open(tar_path) as tar:
+        return tar.extractfile(name).read().decode()
+
+
+def test_rootfs_tarball_is_lab_ready(local_image):
+    outdir, _ = local_image
+    tar_path = outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"
+    with tarfile.open(tar_path) as tar:
+        names = set(tar.getnames())
+        machine_id = tar.extractfile("./etc/machine-id").read()
+    assert "./usr/sbin/sshd" in names and "./usr/bin/python3" in names and "./sbin/init" in names
+    assert not any(n.startswith("./rootfs/") for n in names), "lab format: entries rooted at ./"
+    assert not [n for n in names if n.startswith("./etc/ssh/ssh_host_")], "host keys baked into the image"
+    assert "./usr/sbin/policy-rc.d" not in names, "services would never start on the lab node"
+    assert not [n for n in names if n.endswith("/.bash_history")]
+    assert machine_id == b""
+
+
+def test_image_json_records_the_stack_read_from_the_system(local_image):
+    outdir, _ = local_image
+    tar_path = outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"
+    manifest = json.loads(read_member(tar_path, "./etc/trainstack/image.json"))
+    stack = yaml.safe_load((REPO / "stacks" / f"{STACK}.yml").read_text())
+    # HEAD may move while the image builds (shared working tree): the revision must be a real commit, and the
+    # one Packer recorded for the same build.
+    revision = manifest["source_revision"]
+    subprocess.run(["git", "cat-file", "-e", f"{revision}^{{commit}}"], cwd=REPO, check=True)
+    assert (manifest["stack"], manifest["flavour"]) == (STACK, FLAVOUR)
+    assert manifest["os"].startswith("debian-12") and manifest["arch"] == "x86_64"
+    lab_components = {n for n, c in stack["components"].items() if "debian-12" in c["os"]}
+    assert set(manifest["components"]) == lab_components
+    assert (
+        manifest["components"]["slurm"]["pinned"]
+        == stack["components"]["slurm"]["by_os"]["debian-12"]["version"]
+    )
+    assert "base" in manifest["roles"]
+    assert manifest["build_time"].endswith("Z")
+    # Copied out beside Packer's manifest, byte for byte the one in the image.
+    assert json.loads((outdir / "image.json").read_text()) == manifest
+    packer_manifest = json.loads((outdir / "packer-manifest.json").read_text())
+    assert packer_manifest["builds"][-1]["custom_data"] == {
+        "stack": STACK,
+        "flavour": FLAVOUR,
+        "revision": revision,
+    }
+
+
+def test_selfcheck_report_passed_and_explains_skips(local_image):
+    outdir, stdout = local_image
+    tar_path = outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"
+    report = json.loads(read_member(tar_path, "./etc/trainstack/selfcheck.json"))
+    checks = {c["check"]: c for c in report["checks"]}
+    assert report["ok"] is True
+    for name in ("no-ssh-host-keys", "no-shell-history", "no-cloud-init-state", "free-disk"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert checks["gpu"]["status"] == "skip" and "no NVIDIA GPU" in checks["gpu"]["detail"]
+    # The stack check ran first, in the same build.
+    assert stdout.index("Check the stack against every rule") < stdout.index("Record what the image holds")

@@ -1,6 +1,6 @@
 """Verifier for nccl, cuda, dcgm and container_runtime on one lab node.
 
-NCCL is the real library from the stack's PyPI wheel: a C program linked without -L at run time finds it through
+NCCL is the real library from the stack's PyPI wheel: a C program (no -L at run time) finds it through
 the linker cache and must read the stack's version from ncclGetVersion (no GPU needed for that call). CUDA,
 DCGM and the container toolkit come from STAND-IN packages in signed local repositories (standin_repo.py):
 what is checked for them is the roles' work — repository, pinned versions, holds, links, profile, units and
@@ -44,9 +44,7 @@ def test_nccl_in_linker_cache(host):
 def test_nccl_version_from_a_program(host):
     host.check_output(f"cat > /tmp/nccl_version.c <<'EOF'\n{PROGRAM}\nEOF")
     # -L only for the link step; at run time the loader must find libnccl.so.2 by itself (no LD_LIBRARY_PATH).
-    host.check_output(
-        "bash -lc 'gcc /tmp/nccl_version.c -o /tmp/nccl_version -L$NCCL_HOME/lib -lnccl -ldl'"
-    )
+    host.check_output("bash -lc 'gcc /tmp/nccl_version.c -o /tmp/nccl_version -L$NCCL_HOME/lib -lnccl -ldl'")
     out = host.check_output("env -u LD_LIBRARY_PATH -u LD_PRELOAD /tmp/nccl_version")
     assert out.splitlines() == [f"linked {NCCL_VERSION}", f"dlopen {NCCL_VERSION}"]
     assert "/opt/nvidia/nccl" in host.check_output("ldd /tmp/nccl_version")
@@ -88,10 +86,17 @@ def test_vendor_repositories_signed_and_packages_pinned(host):
     assert host.package("datacenter-gpu-manager-4-cuda13").version == "1:4.7.0-1~standin"
     assert host.package("nvidia-container-toolkit").version == f"{TOOLKIT_VERSION}-1~standin"
     held = set(host.check_output("apt-mark showhold").split())
-    assert {"cuda-toolkit-13-2", "cuda-toolkit-12-9", "datacenter-gpu-manager-4-cuda13", "libnvidia-container1"} <= held
+    assert {
+        "cuda-toolkit-13-2",
+        "cuda-toolkit-12-9",
+        "datacenter-gpu-manager-4-cuda13",
+        "libnvidia-container1",
+    } <= held
 
 
-@pytest.mark.parametrize(("unit", "needle"), [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address :9500")])
+@pytest.mark.parametrize(
+    ("unit", "needle"), [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address :9500")]
+)
 def test_dcgm_units_enabled_with_ports(host, unit, needle):
     assert host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled"
     assert needle in host.check_output(f"systemctl show -p ExecStart --value {unit}")

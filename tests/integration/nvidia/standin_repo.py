@@ -7,7 +7,7 @@ and version schemes. The packages inside are STAND-INS: built here with dpkg-deb
 description "trainstack stand-in", carrying small scripts in place of NVIDIA's binaries (no GPU code). Tests
 that use them say so. The NCCL path is not stood in: it installs the real PyPI wheel.
 
-Usage: standin_repo.py OUT_DIR   (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories and OUT_DIR/key.asc)
+Usage: standin_repo.py OUT_DIR  (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories, OUT_DIR/key.asc)
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def _cuda_toolkit(release: str) -> StandinPackage:
         name=f"cuda-toolkit-{major}-{minor}",
         version=f"{release}.0-1~standin",
         files={
-            f"{root}/version.json": (0o644, f'{{"cuda": {{"name": "CUDA SDK", "version": "{release}.0"}}}}\n'),
+            f"{root}/version.json": (
+                0o644,
+                f'{{"cuda": {{"name": "CUDA SDK", "version": "{release}.0"}}}}\n',
+            ),
             f"{root}/bin/nvcc": _script(
                 f'echo "nvcc: NVIDIA (R) Cuda compiler driver (stand-in)"\n'
                 f'echo "Cuda compilation tools, release {release}, V{release}.0"'
@@ -61,7 +64,8 @@ def cuda_packages() -> list[StandinPackage]:
     """Packages of the CUDA repository the roles install: two toolkits (side by side) and DCGM 4."""
     hostengine_unit = (
         "[Unit]\nDescription=NVIDIA DCGM host engine (stand-in)\n\n[Service]\n"
-        "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n[Install]\nWantedBy=multi-user.target\n"
+        "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
     )
     return [
         _cuda_toolkit("13.2"),
@@ -80,7 +84,10 @@ def cuda_packages() -> list[StandinPackage]:
             version="4.7.0-1~standin",
             files={
                 "usr/bin/dcgm-exporter": _script('echo "dcgm-exporter needs DCGM and a GPU" >&2; exit 1'),
-                "etc/dcgm-exporter/default-counters.csv": (0o644, "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\n"),
+                "etc/dcgm-exporter/default-counters.csv": (
+                    0o644,
+                    "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\n",
+                ),
             },
         ),
     ]
@@ -93,8 +100,15 @@ def toolkit_packages(version: str = "1.20.1") -> list[StandinPackage]:
         StandinPackage(
             name="nvidia-container-toolkit",
             version=deb_version,
-            depends=f"nvidia-container-toolkit-base (= {deb_version}), libnvidia-container-tools (= {deb_version})",
-            files={"usr/bin/nvidia-ctk": _script(f'echo "NVIDIA Container Toolkit CLI version {version} (stand-in)"')},
+            depends=(
+                f"nvidia-container-toolkit-base (= {deb_version}), "
+                f"libnvidia-container-tools (= {deb_version})"
+            ),
+            files={
+                "usr/bin/nvidia-ctk": _script(
+                    f'echo "NVIDIA Container Toolkit CLI version {version} (stand-in)"'
+                )
+            },
         ),
         StandinPackage(
             name="nvidia-container-toolkit-base",
@@ -136,36 +150,61 @@ def build_deb(pkg: StandinPackage, out_dir: Path) -> Path:
             control.append(f"Depends: {pkg.depends}")
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
         target = out_dir / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(target)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(target)],
+            check=True,
+            capture_output=True,
+        )
         return target
 
 
 def write_flat_repo(repo: Path, packages: list[StandinPackage], gnupghome: Path) -> None:
-    """Flat repository (`deb URL /`, the layout NVIDIA uses) with a Release file signed by the stand-in key."""
+    """Flat repository (`deb URL /`, NVIDIA's layout) with a Release file signed by the stand-in key."""
     repo.mkdir(parents=True, exist_ok=True)
     for pkg in packages:
         build_deb(pkg, repo)
-    index = subprocess.run(["dpkg-scanpackages", "-m", "."], cwd=repo, check=True, capture_output=True, text=True)
+    index = subprocess.run(
+        ["dpkg-scanpackages", "-m", "."], cwd=repo, check=True, capture_output=True, text=True
+    )
     (repo / "Packages").write_text(index.stdout)
     (repo / "Packages.gz").write_bytes(gzip.compress(index.stdout.encode(), mtime=0))
-    lines = ["Origin: trainstack stand-in", "Label: trainstack stand-in", f"Date: {formatdate(usegmt=True)}", "SHA256:"]
+    lines = [
+        "Origin: trainstack stand-in",
+        "Label: trainstack stand-in",
+        f"Date: {formatdate(usegmt=True)}",
+        "SHA256:",
+    ]
     for name in ("Packages", "Packages.gz"):
         data = (repo / name).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
     (repo / "Release").write_text("\n".join(lines) + "\n")
     env = {**os.environ, "GNUPGHOME": str(gnupghome)}
     for args in (["--clearsign", "-o", "InRelease"], ["-abs", "-o", "Release.gpg"]):
-        subprocess.run(["gpg", "--batch", "--yes", *args, "Release"], cwd=repo, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["gpg", "--batch", "--yes", *args, "Release"], cwd=repo, env=env, check=True, capture_output=True
+        )
 
 
 def make_key(gnupghome: Path, out: Path) -> None:
     """A throw-away signing key: apt verifies the stand-in repositories exactly as it verifies NVIDIA's."""
     gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = {**os.environ, "GNUPGHOME": str(gnupghome)}
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "trainstack stand-in repository",
-                    "rsa3072", "sign", "never"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "trainstack stand-in repository",
+            "rsa3072",
+            "sign",
+            "never",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True)
     out.write_bytes(key.stdout)
 

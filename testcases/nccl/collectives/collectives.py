@@ -11,7 +11,6 @@ import os
 import socket
 import sys
 import time
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,8 +21,6 @@ from nccl_bench.config import BenchConfig, parse_args
 from nccl_bench.runner import measure
 
 METRIC_PREFIX = "TRAINSTACK_METRIC "
-# torch 2.13 renames the *_tensor collectives; the GPU images still ship 2.11, so keep the portable names.
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
 
 
 def _device(requested: str) -> torch.device:

@@ -10,6 +10,7 @@ wrong elements like nccl-tests' ``#wrong``.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -18,6 +19,8 @@ import torch.distributed as dist
 from .busbw import DTYPE_BYTES, Row, element_count
 
 Op = Callable[[], object]
+# torch 2.13 renames the *_tensor collectives; the GPU images still ship 2.11, so keep the portable names.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
 
 
 class Buffers:

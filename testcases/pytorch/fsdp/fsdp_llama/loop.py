@@ -185,15 +185,15 @@ class Trainer:
         if timed:
             self.timer.record(elapsed)
         self.losses.append(loss_value)
-        rates = throughput_fields(
-            self.tokens_per_step / elapsed, self.info.world_size, self.flops_token, self.peak
-        )
+        # A flush times only the tail of its step: report the loss, leave the rates empty rather than wrong.
+        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
+        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.peak)
         return {
             "step": step + 1,
             "loss": loss_value,
             "lr": lr,
             "grad_norm": grad_norm,
-            "step_time_s": elapsed,
+            "step_time_s": elapsed if timed else None,
             "peak_mem_gb": peak_memory_gb(self.info.device),
             **rates,
         }

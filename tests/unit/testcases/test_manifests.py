@@ -1,0 +1,60 @@
+"""Every test case manifest has exactly the keys launch_training reads, and its defaults really parse."""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+MANIFESTS = sorted((ROOT / "testcases").glob("*/*/testcase.yml"))
+KEYS = {
+    "name", "framework", "description", "entrypoint", "arguments", "requirements",
+    "environment", "launchers", "metrics", "configs",
+}  # fmt: skip
+PARSERS = {
+    "pytorch/fsdp": "fsdp_llama.config",
+    "pytorch/ddp": "ddp_ngram.config",
+    "nccl/collectives": "nccl_bench.config",
+}
+
+
+def test_the_catalog_holds_the_three_first_cases():
+    assert {yaml.safe_load(p.read_text())["name"] for p in MANIFESTS} == set(PARSERS)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.parent.name)
+def test_manifest_shape(path):
+    manifest = yaml.safe_load(path.read_text())
+    assert set(manifest) == KEYS
+    assert manifest["name"] == str(path.parent.relative_to(ROOT / "testcases"))
+    assert (path.parent / manifest["entrypoint"]).is_file()
+    assert set(manifest["launchers"]) <= {"slurm", "local", "kubernetes"} and manifest["launchers"]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.+]*", r) for r in manifest["requirements"])
+    assert all(isinstance(v, str) for v in manifest["environment"].values())
+    assert manifest["metrics"] and all(isinstance(m, str) for m in manifest["metrics"])
+
+
+def test_requirements_pin_the_torch_the_tests_run_with():
+    import torch
+
+    pinned = {r for p in MANIFESTS for r in yaml.safe_load(p.read_text())["requirements"]}
+    assert f"torch=={torch.__version__.split('+')[0]}" in pinned
+    own = (ROOT / "requirements-testcases.txt").read_text()
+    assert all(req in own for req in pinned)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.parent.name)
+def test_default_arguments_are_accepted_by_the_entrypoint(path):
+    manifest = yaml.safe_load(path.read_text())
+    argv = [part for key, value in manifest["arguments"].items() for part in (f"--{key}", str(value))]
+    parser = importlib.import_module(PARSERS[manifest["name"]])
+    parser.parse_args(argv)  # exits with status 2, naming the option, if a default were wrong
+
+
+def test_fsdp_configs_listed_are_the_ones_the_code_knows():
+    from fsdp_llama.config import MODEL_CONFIGS
+
+    manifest = yaml.safe_load((ROOT / "testcases/pytorch/fsdp/testcase.yml").read_text())
+    assert set(manifest["configs"]) == set(MODEL_CONFIGS)

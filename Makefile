@@ -15,7 +15,7 @@ LAB_NODES   ?= 3
 PYTEST_ARGS ?=
 
 # Each area adds to these in its mk/*.mk: molecule scenarios and lint steps run by make test.
-MOLECULE_SCENARIOS := base
+MOLECULE_SCENARIOS := base slurm_cluster
 LINT_TARGETS :=
 -include mk/*.mk
 

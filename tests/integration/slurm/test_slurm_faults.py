@@ -1,0 +1,55 @@
+"""A compute node lost mid-life: Slurm marks it down, keeps a 2-node job pending, and runs it on return."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.support import LAB_KEY
+
+pytestmark = pytest.mark.lab
+
+HEAD = "10.77.0.11"
+
+
+def on_head(command: str) -> str:
+    """Run a shell command on the lab's head node over SSH, as users do."""
+    ssh = ["ssh", "-i", str(LAB_KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+           "-o", "LogLevel=ERROR", f"root@{HEAD}", command]  # fmt: skip
+    return subprocess.run(ssh, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def node_state(node: str) -> str:
+    return on_head(f"sinfo --noheader --Node --nodes={node} --format=%T")
+
+
+def test_lost_node_goes_down_and_the_job_waits_for_it(slurm_lab: None) -> None:
+    wait_for(lambda: node_state("ts-compute2") == "idle", 60, "ts-compute2 idle")
+    subprocess.run(["lxc-stop", "-k", "-n", "ts-compute2"], check=True)
+    try:
+        wait_for(
+            lambda: node_state("ts-compute2").startswith(("down", "idle*")), 90, "ts-compute2 to go down"
+        )
+        job = on_head("sbatch --parsable --nodes=2 --wrap 'srun hostname'")
+        time.sleep(3)
+        assert on_head(f"squeue --noheader --job {job} --format=%T") == "PENDING"
+        wait_for(lambda: node_state("ts-compute2").startswith("down"), 90, "ts-compute2 down")
+        assert on_head(f"squeue --noheader --job {job} --format=%T") == "PENDING"
+    finally:
+        subprocess.run(["lxc-start", "-n", "ts-compute2", "-d"], check=True)
+    wait_for(lambda: node_state("ts-compute2") in ("idle", "allocated", "mixed"), 120, "ts-compute2 back")
+    wait_for(lambda: on_head(f"squeue --noheader --job {job} --format=%T") == "", 120, f"job {job} to finish")
+    accounted = on_head(f"sacct --noheader --parsable2 -X -j {job} --format=State,NNodes")
+    assert accounted == "COMPLETED|2"

@@ -4,10 +4,12 @@ IMAGE_FLAVOUR  ?= slurm-gpu
 IMAGE_OUT      ?= $(CURDIR)/build/image
 MIRROR_DIR     ?=
 MIRROR_SOURCE  ?=
+# Cached debootstrap rootfs + apt/pip caches of the local build (empty: the template's default).
+IMAGE_CACHE_DIR ?=
 PACKER         ?= packer
 IMAGE_REVISION := $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null || echo unknown)
 PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) -var output_dir=$(IMAGE_OUT) \
-                  -var ansible_playbook=$(BIN)/ansible-playbook
+                  -var ansible_playbook=$(BIN)/ansible-playbook $(if $(IMAGE_CACHE_DIR),-var lxc_cache_dir=$(IMAGE_CACHE_DIR))
 LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/trainstack-$(STACK)-$(IMAGE_FLAVOUR)-debian12.rootfs.tar
 
 .PHONY: check-stack mirror lint-packer image-local image-ami bench-image
@@ -31,4 +33,7 @@ image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slu
 	$(PACKER) build -only '$(IMAGE_FLAVOUR).*' $(PACKER_VARS) packer
 
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
-	$(PY) bench/image_build/bench_image_build.py --make "$(MAKE)" --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
+	$(PY) bench/image_build/bench_image_build.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
+
+# roles/image_manifest + roles/image_selfcheck on one lab container (idempotence + testinfra verifier).
+MOLECULE_SCENARIOS += image

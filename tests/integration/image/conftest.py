@@ -166,3 +166,26 @@ def packer(*args: str, timeout: int = 600, env: dict | None = None) -> subproces
         timeout=timeout,
         check=False,
     )
+
+
+STACK = "ts-2026.10"
+FLAVOUR = "slurm-gpu"
+
+
+@pytest.fixture(scope="session")
+def local_image(tmp_path_factory):
+    """One `make image-local` per session, shared by the image tests and the lab boot test."""
+    if os.geteuid() != 0:
+        pytest.skip("LXC image builds need root")
+    out = tmp_path_factory.mktemp("image")
+    proc = subprocess.run(
+        ["make", "image-local", f"STACK={STACK}", f"IMAGE_FLAVOUR={FLAVOUR}", f"IMAGE_OUT={out}"],
+        cwd=REPO,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return out / f"local-{FLAVOUR}", proc.stdout

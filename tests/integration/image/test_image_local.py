@@ -3,35 +3,14 @@ path, the manifest and self-check, and the rootfs tarball the lab boots. Warm (c
 caches) it takes about a minute and a half here; the first build on a machine adds the debootstrap."""
 
 import json
-import os
 import subprocess
 import tarfile
 
-import pytest
 import yaml
 
-from tests.support import REPO, ansible_env
+from tests.support import REPO
 
-STACK = "ts-2026.10"
-FLAVOUR = "slurm-gpu"
-
-
-@pytest.fixture(scope="module")
-def local_image(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("LXC image builds need root")
-    out = tmp_path_factory.mktemp("image")
-    proc = subprocess.run(
-        ["make", "image-local", f"STACK={STACK}", f"IMAGE_FLAVOUR={FLAVOUR}", f"IMAGE_OUT={out}"],
-        cwd=REPO,
-        env=ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    return out / f"local-{FLAVOUR}", proc.stdout
+from .conftest import FLAVOUR, STACK
 
 
 def read_member(tar_path, name):

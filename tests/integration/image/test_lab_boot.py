@@ -1,0 +1,66 @@
+"""A lab node booted from the local image: systemd runs, SSH answers with the node's own host key, and
+/etc/trainstack/image.json is the one the build wrote."""
+
+import json
+import subprocess
+
+import pytest
+
+from tests.support import LAB_KEY, VENV_BIN, run
+
+from .conftest import FLAVOUR, STACK
+
+pytestmark = pytest.mark.lab
+ADDRESS = "10.77.0.157"
+HERE = "tests/integration/image"
+
+
+def ssh(*command):
+    return subprocess.run(
+        [
+            "ssh",
+            "-i",
+            str(LAB_KEY),
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "LogLevel=ERROR",
+            f"root@{ADDRESS}",
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def booted_node(local_image, lab_required, tmp_path):
+    outdir, _ = local_image
+    image = outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"
+    book = [str(VENV_BIN / "ansible-playbook"), f"{HERE}/boot_lab_node.yml"]
+    run([*book, "-e", "boot_node_state=absent"])
+    run([*book, "-e", f"boot_image={image}", "-e", f"boot_inventory={tmp_path}/hosts.yml"])
+    try:
+        yield outdir
+    finally:
+        run([*book, "-e", "boot_node_state=absent"])
+
+
+def test_lab_node_boots_from_the_image_and_reads_image_json(booted_node):
+    state = ssh("systemctl", "is-system-running", "--wait")
+    assert state.stdout.strip() in {"running", "degraded"}, state.stdout + state.stderr
+    got = ssh("cat", "/etc/trainstack/image.json")
+    assert got.returncode == 0, got.stderr
+    manifest = json.loads(got.stdout)
+    assert manifest == json.loads((booted_node / "image.json").read_text())
+    assert (manifest["stack"], manifest["flavour"]) == (STACK, FLAVOUR)
+    # The image carried no host key; the node made its own at first boot.
+    keys = ssh("ls", "/etc/ssh/")
+    assert "ssh_host_ed25519_key" in keys.stdout
+    assert ssh("test", "-s", "/etc/machine-id").returncode == 0, "systemd gave the node a machine id"

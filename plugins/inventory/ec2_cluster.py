@@ -204,11 +204,13 @@ options:
 """
 
 EXAMPLES = r"""
+---
 # inventories/aws/training.ec2_cluster.yml: every ParallelCluster and HyperPod cluster of two regions.
 plugin: trainstack.cluster.ec2_cluster
 regions: [us-east-1, us-west-2]
 cluster_kinds: [parallelcluster, hyperpod]
 
+---
 # One cluster by name, cached for an hour in JSON files, with an extra group of the 8-GPU nodes.
 plugin: trainstack.cluster.ec2_cluster
 regions: [us-east-1]
@@ -220,6 +222,7 @@ cache_timeout: 3600
 groups:
   gpu8: ec2_gpu_count == 8
 
+---
 # A plain EC2 fleet marked by tags, reached by private DNS name, through an assumed role.
 plugin: trainstack.cluster.ec2_cluster
 regions: [eu-west-1]

@@ -13,8 +13,8 @@ from ddp_ngram.loop import train
 DDP_DIR = Path(__file__).resolve().parents[3] / "testcases" / "pytorch" / "ddp"
 
 
-def test_loss_falls_and_resume_continues_the_curve(gloo_world, tmp_path):
-    whole = train(DDPConfig(steps=30, device="cpu"))
+def test_loss_falls_on_the_synthetic_sequence(gloo_world):
+    whole = train(DDPConfig(steps=20, device="cpu"))
     assert whole["final_loss"] < whole["first_loss"] / 4
 
 

@@ -82,7 +82,7 @@ def test_training_from_a_prepared_file(gloo_world, tmp_path):
     (tmp_path / "a.txt").write_text(TEXT * 5)
     prepare([tmp_path / "a.txt"], tmp_path / "d")
     cfg = TrainConfig(
-        config="tiny", data=str(tmp_path / "d"), steps=12, batch_size=4, seq_len=32, compile="false"
+        config="tiny", data=str(tmp_path / "d"), steps=8, batch_size=4, seq_len=32, compile="false"
     )
     cfg.validate()
     summary = train(cfg)

@@ -1,9 +1,9 @@
 """The training loop: build, resume, step, log, checkpoint, summarise.
 
-One step is forward + fused loss, backward, gradient clipping, AdamW (fused kernel on GPU) and the learning
-rate of a linear warm-up then cosine decay, set from the step number so a resumed run needs no scheduler
-state. Loss and gradient norm are synchronised once per step for the metric line; step time is measured
-after that synchronisation, so it is the real device time of the step.
+One step is forward + fused loss, backward, gradient clipping folded into the fused AdamW kernel, and the
+learning rate of a linear warm-up then cosine decay, set from the step number so a resumed run needs no
+scheduler state. Loss and gradient norm are read once per step, one step late (see :meth:`Trainer.step`),
+so the host never stalls the GPU; step time is the interval between those reads.
 """
 
 from __future__ import annotations

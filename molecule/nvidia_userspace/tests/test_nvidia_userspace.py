@@ -5,6 +5,9 @@ the linker cache and must read the stack's version from ncclGetVersion (no GPU n
 DCGM and the container toolkit come from STAND-IN packages in signed local repositories (standin_repo.py):
 what is checked for them is the roles' work — repository, pinned versions, holds, links, profile, units and
 engine configuration read back by the real containerd — not NVIDIA's binaries.
+
+Node ts-m-nvidia-userspace-2 takes NCCL from the signed local repository (libnccl2/libnccl-dev repackaged
+from the same wheel) and installs nothing else; tests of the other roles skip it.
 """
 
 import json
@@ -16,6 +19,9 @@ import yaml
 STACK = yaml.safe_load((Path(__file__).resolve().parents[3] / "stacks" / "ts-2026.10.yml").read_text())
 NCCL_VERSION = STACK["components"]["nccl"]["version"]
 TOOLKIT_VERSION = "1.20.1"
+REPO_NODE = "ts-m-nvidia-userspace-2"
+WHEEL_LIB = "/opt/nvidia/nccl/lib/libnccl.so.2"
+REPO_LIB = "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
 
 PROGRAM = r"""
 #include <dlfcn.h>
@@ -36,9 +42,22 @@ int main(void) {
 """
 
 
+def _repo_node(host) -> bool:
+    return host.backend.get_hostname() == REPO_NODE
+
+
+@pytest.fixture
+def wheel_node(host):
+    if _repo_node(host):
+        pytest.skip(f"{REPO_NODE} has only NCCL from the repository")
+    return host
+
+
 def test_nccl_in_linker_cache(host):
     cache = host.check_output("/sbin/ldconfig -p")
-    assert "libnccl.so.2 (libc6,x86-64) => /opt/nvidia/nccl/lib/libnccl.so.2" in cache
+    library = REPO_LIB if _repo_node(host) else WHEEL_LIB
+    assert f"libnccl.so.2 (libc6,x86-64) => {library}" in cache
+    assert cache.count("libnccl.so.2 ") == 1
 
 
 def test_nccl_version_from_a_program(host):
@@ -47,10 +66,21 @@ def test_nccl_version_from_a_program(host):
     host.check_output("bash -lc 'gcc /tmp/nccl_version.c -o /tmp/nccl_version -L$NCCL_HOME/lib -lnccl -ldl'")
     out = host.check_output("env -u LD_LIBRARY_PATH -u LD_PRELOAD /tmp/nccl_version")
     assert out.splitlines() == [f"linked {NCCL_VERSION}", f"dlopen {NCCL_VERSION}"]
-    assert "/opt/nvidia/nccl" in host.check_output("ldd /tmp/nccl_version")
+    assert (REPO_LIB if _repo_node(host) else WHEEL_LIB) in host.check_output("ldd /tmp/nccl_version")
 
 
-def test_nccl_headers_and_record(host):
+def test_nccl_record_from_repository(host):
+    if not _repo_node(host):
+        pytest.skip("wheel node: see test_nccl_headers_and_record")
+    record = json.loads(host.file("/etc/trainstack/nccl.json").content_string)
+    assert (record["source"], record["home"], record["library"]) == ("nvidia_repo", "/usr", REPO_LIB)
+    assert host.package("libnccl2").version == f"{NCCL_VERSION}-1+cuda13.0"
+    assert {"libnccl2", "libnccl-dev"} <= set(host.check_output("apt-mark showhold").split())
+    assert not host.file("/opt/nvidia/nccl").exists
+
+
+def test_nccl_headers_and_record(wheel_node):
+    host = wheel_node
     assert host.file("/opt/nvidia/nccl/include/nccl.h").is_file
     record = json.loads(host.file("/etc/trainstack/nccl.json").content_string)
     assert record == {
@@ -65,13 +95,15 @@ def test_nccl_headers_and_record(host):
     assert host.file("/opt/nvidia/nccl").linked_to == f"/opt/nvidia/nccl-{NCCL_VERSION}"
 
 
-def test_no_preload_and_wheel_dropped(host):
+def test_no_preload_and_wheel_dropped(wheel_node):
+    host = wheel_node
     assert not host.file("/etc/ld.so.preload").exists
     assert "LD_" not in host.file("/etc/profile.d/trainstack-nccl.sh").content_string
     assert host.run("find /var/cache/trainstack/artifacts -name '*.whl' | grep -q .").rc == 1
 
 
-def test_cuda_toolkits_side_by_side(host):
+def test_cuda_toolkits_side_by_side(wheel_node):
+    host = wheel_node
     assert host.file("/usr/local/cuda-13.2").is_directory
     assert host.file("/usr/local/cuda-12.9").is_directory
     assert host.check_output("readlink -f /usr/local/cuda") == "/usr/local/cuda-13.2"
@@ -80,7 +112,8 @@ def test_cuda_toolkits_side_by_side(host):
     assert host.check_output("bash -lc 'echo $CUDA_HOME'") == "/usr/local/cuda"
 
 
-def test_vendor_repositories_signed_and_packages_pinned(host):
+def test_vendor_repositories_signed_and_packages_pinned(wheel_node):
+    host = wheel_node
     sources = host.file("/etc/apt/sources.list.d/trainstack-nvidia-cuda.list").content_string
     assert "signed-by=/usr/share/keyrings/trainstack-nvidia-cuda.asc" in sources
     assert host.package("datacenter-gpu-manager-4-cuda13").version == "1:4.7.0-1~standin"
@@ -97,12 +130,14 @@ def test_vendor_repositories_signed_and_packages_pinned(host):
 @pytest.mark.parametrize(
     ("unit", "needle"), [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address :9500")]
 )
-def test_dcgm_units_enabled_with_ports(host, unit, needle):
+def test_dcgm_units_enabled_with_ports(wheel_node, unit, needle):
+    host = wheel_node
     assert host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled"
     assert needle in host.check_output(f"systemctl show -p ExecStart --value {unit}")
 
 
-def test_containerd_runs_with_nvidia_runtime(host):
+def test_containerd_runs_with_nvidia_runtime(wheel_node):
+    host = wheel_node
     assert host.service("containerd").is_running
     dumped = host.check_output("containerd config dump")
     assert 'default_runtime_name = "nvidia"' in dumped

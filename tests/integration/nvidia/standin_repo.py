@@ -5,9 +5,12 @@ this project's network. The roles' repository code (key download, signed-by sour
 installs, holds) is only tested for real if apt talks to a real, signed repository with the same package names
 and version schemes. The packages inside are STAND-INS: built here with dpkg-deb, version suffix `~standin`,
 description "trainstack stand-in", carrying small scripts in place of NVIDIA's binaries (no GPU code). Tests
-that use them say so. The NCCL path is not stood in: it installs the real PyPI wheel.
+that use them say so. NCCL is not stood in: libnccl2/libnccl-dev here are a repackaging of the stack's real
+nvidia-nccl-cuXX wheel (fetched and checksummed through the project's artifact code), the same libnccl.so.2
+and headers NVIDIA's packages carry, so the nccl role's repository path can be checked with ncclGetVersion.
 
-Usage: standin_repo.py OUT_DIR  (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories, OUT_DIR/key.asc)
+Usage: standin_repo.py OUT_DIR [--stack FILE --cache DIR]
+  (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories and OUT_DIR/key.asc)
 """
 
 from __future__ import annotations
@@ -15,14 +18,21 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
+from types import ModuleType
 
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
 STANDIN_NOTE = "trainstack stand-in: no NVIDIA binary here (lab tests only)"
 
 
@@ -32,8 +42,10 @@ class StandinPackage:
 
     name: str
     version: str
-    files: dict[str, tuple[int, str]] = field(default_factory=dict)
+    files: dict[str, tuple[int, str | bytes]] = field(default_factory=dict)
     depends: str = ""
+    description: str = STANDIN_NOTE
+    links: dict[str, str] = field(default_factory=dict)
 
 
 def _script(text: str) -> tuple[int, str]:
@@ -129,6 +141,49 @@ def toolkit_packages(version: str = "1.20.1") -> list[StandinPackage]:
     ]
 
 
+def _artifact_fetch() -> ModuleType:
+    """The project's downloader (plugins/module_utils/artifact_fetch.py), loaded by path: stdlib only."""
+    path = REPO / "plugins" / "module_utils" / "artifact_fetch.py"
+    spec = importlib.util.spec_from_file_location("artifact_fetch", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def nccl_packages(stack_file: Path, cache: Path) -> list[StandinPackage]:
+    """libnccl2 / libnccl-dev repackaged from the stack's wheel (real library, NVIDIA's version scheme)."""
+    nccl = yaml.safe_load(stack_file.read_text())["components"]["nccl"]
+    wheel = next(a for a in nccl["artifacts"] if a.get("arch", "x86_64") == "x86_64")
+    fetch = _artifact_fetch()
+    dest = cache / fetch.mirror_path(wheel["name"], wheel["url"])
+    fetch.fetch(wheel["name"], wheel["url"], str(dest), sha256=wheel["sha256"], timeout=300)
+    version = f"{nccl['version']}-1+cuda{nccl['cuda_major']}.0"
+    note = f"trainstack repackaging of {wheel['name']} (real libnccl.so.2, lab tests only)"
+    lib: dict[str, tuple[int, str | bytes]] = {}
+    dev: dict[str, tuple[int, str | bytes]] = {}
+    with zipfile.ZipFile(dest) as archive:
+        for member in archive.namelist():
+            if member.startswith("nvidia/nccl/lib/libnccl.so"):
+                lib[f"usr/lib/x86_64-linux-gnu/{Path(member).name}"] = (0o644, archive.read(member))
+            elif member.startswith("nvidia/nccl/include/") and not member.endswith("/"):
+                dev[f"usr/include/{member.removeprefix('nvidia/nccl/include/')}"] = (
+                    0o644,
+                    archive.read(member),
+                )
+    return [
+        StandinPackage(name="libnccl2", version=version, files=lib, description=note),
+        StandinPackage(
+            name="libnccl-dev",
+            version=version,
+            files=dev,
+            depends=f"libnccl2 (= {version})",
+            links={"usr/lib/x86_64-linux-gnu/libnccl.so": "libnccl.so.2"},
+            description=note,
+        ),
+    ]
+
+
 def build_deb(pkg: StandinPackage, out_dir: Path) -> Path:
     """dpkg-deb a package tree; the file name carries `standin` through the version."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,22 +191,29 @@ def build_deb(pkg: StandinPackage, out_dir: Path) -> Path:
         for rel, (mode, content) in pkg.files.items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
             path.chmod(mode)
+        for rel, target in pkg.links.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).symlink_to(target)
         (root / "DEBIAN").mkdir()
         control = [
             f"Package: {pkg.name}",
             f"Version: {pkg.version}",
             "Architecture: amd64",
             "Maintainer: trainstack tests <tests@trainstack.invalid>",
-            f"Description: {STANDIN_NOTE}",
+            f"Description: {pkg.description}",
         ]
         if pkg.depends:
             control.append(f"Depends: {pkg.depends}")
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
         target = out_dir / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"
+        # No compression: the NCCL library is 236 MB and only travels through a local directory.
         subprocess.run(
-            ["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(target)],
+            ["dpkg-deb", "--root-owner-group", "-Znone", "-b", str(root), str(target)],
             check=True,
             capture_output=True,
         )
@@ -209,7 +271,7 @@ def make_key(gnupghome: Path, out: Path) -> None:
     out.write_bytes(key.stdout)
 
 
-def build(out_dir: Path) -> None:
+def build(out_dir: Path, extra_cuda: list[StandinPackage]) -> None:
     """(Re)build both repositories and the key from scratch, so a run never sees a stale index."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -217,16 +279,21 @@ def build(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         gnupghome = Path(tmp) / "gnupg"
         make_key(gnupghome, out_dir / "key.asc")
-        write_flat_repo(out_dir / "cuda", cuda_packages(), gnupghome)
+        write_flat_repo(out_dir / "cuda", cuda_packages() + extra_cuda, gnupghome)
         write_flat_repo(out_dir / "container-toolkit", toolkit_packages(), gnupghome)
     for path in [out_dir, *out_dir.rglob("*")]:
+        if path.is_symlink():
+            continue
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
-    build(parser.parse_args().out_dir)
+    parser.add_argument("--stack", type=Path, help="stack file whose NCCL wheel is repackaged as libnccl2")
+    parser.add_argument("--cache", type=Path, default=Path("/var/cache/trainstack/artifacts"))
+    args = parser.parse_args()
+    build(args.out_dir, nccl_packages(args.stack, args.cache) if args.stack else [])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ build {
 
   provisioner "shell-local" {
     environment_vars = local.ansible_env
-    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_json_dest=${abspath(var.output_dir)}/local-${var.local_flavour}/image.json"
+    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_cache_mounted=true -e image_json_dest=${abspath(var.output_dir)}/local-${var.local_flavour}/image.json"
     inline_shebang   = "/bin/sh -e"
     inline           = []
   }

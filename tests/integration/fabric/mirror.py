@@ -1,0 +1,205 @@
+"""Local mirror of the fabric roles' downloads for the lab, with clearly named stand-ins.
+
+Why: the EFA installer and GitHub (aws-ofi-nccl, nccl-tests, pyxis, enroot) are unreachable from this
+network, yet the roles must download through the artifact layer with a sha256 check. This helper lays out a
+mirror as `make mirror` would (`<artifact name>/<upstream file name>`), fills it with stand-ins built from
+tests/integration/fabric/standins (each says it is one), writes a lock file with their sha256 (what
+`make mirror` records), and serves the directory over HTTP on the lab bridge. Archives are byte-reproducible
+(fixed mtimes and owners), so the lock does not change between runs.
+
+    python tests/integration/fabric/mirror.py up --dir DIR [--stack S.yml --bind 10.77.0.1 --port 8671]
+    python tests/integration/fabric/mirror.py down --dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+STANDINS = HERE / "standins"
+EPOCH = 1_700_000_000  # fixed mtime: reproducible archives
+
+
+def _file_name(url: str) -> str:
+    return urllib.parse.unquote(url.rsplit("/", 1)[-1])
+
+
+def _tar_gz(entries: dict[str, tuple[bytes, int]]) -> bytes:
+    """A .tar.gz of {path: (content, mode)} with fixed metadata, so equal inputs give equal bytes."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path in sorted(entries):
+            data, mode = entries[path]
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(data), mode, EPOCH
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=EPOCH) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def _tree(src: Path, top: str, version: str) -> dict[str, tuple[bytes, int]]:
+    """Every file under a stand-in directory, placed under `top/`, with @VERSION@ filled in."""
+    entries = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        data = path.read_bytes().replace(b"@VERSION@", version.encode())
+        entries[f"{top}/{path.relative_to(src)}"] = (data, 0o755 if os.access(path, os.X_OK) else 0o644)
+    return entries
+
+
+def _enroot_deb(version: str, arch: str) -> bytes:
+    """A .deb named and versioned like enroot's release package, built with dpkg-deb from the stand-in."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "pkg"
+        (root / "DEBIAN").mkdir(parents=True)
+        (root / "usr/bin").mkdir(parents=True)
+        script = (STANDINS / "enroot" / "enroot").read_bytes().replace(b"@VERSION@", version.encode())
+        (root / "usr/bin/enroot").write_bytes(script)
+        (root / "usr/bin/enroot").chmod(0o755)
+        (root / "DEBIAN/control").write_text(
+            f"Package: enroot\nVersion: {version}-1\nArchitecture: {arch}\nMaintainer: trainstack tests\n"
+            "Depends: bash\nDescription: STAND-IN for NVIDIA enroot (trainstack tests; runs no containers)\n"
+        )
+        out = Path(tmp) / "enroot.deb"
+        env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)}
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        return out.read_bytes()
+
+
+def _builders(components: dict) -> dict[str, Callable[[dict], bytes]]:
+    """Stand-in bytes per artifact name of the stack (only the artifacts the fabric roles download)."""
+
+    def version(name: str) -> str:
+        return str(components[name]["version"])
+
+    def source(standin: str, top: str, component: str) -> bytes:
+        return _tar_gz(_tree(STANDINS / standin, f"{top}-{version(component)}", version(component)))
+
+    return {
+        "aws-efa-installer": lambda a: _tar_gz(
+            _tree(STANDINS / "efa_installer", "aws-efa-installer", version("efa_installer"))
+        ),
+        "aws-ofi-nccl-src": lambda a: source("aws_ofi_nccl", "aws-ofi-nccl", "aws_ofi_nccl"),
+        "nccl-tests-src": lambda a: source("nccl_tests", "nccl-tests", "nccl_tests"),
+        "pyxis-src": lambda a: source("pyxis", "pyxis", "pyxis"),
+        "enroot-deb-amd64": lambda a: _enroot_deb(version("enroot"), "amd64"),
+    }
+
+
+def build(stack_file: Path, directory: Path) -> dict:
+    """Write the stand-ins into `directory` at their mirror paths and return the lock (also written)."""
+    stack = yaml.safe_load(stack_file.read_text())
+    components = stack["components"]
+    builders = _builders(components)
+    lock: dict = {"format": 1, "stack": stack["id"], "artifacts": {}}
+    for comp in components.values():
+        for art in comp.get("artifacts") or []:
+            make = builders.get(art["name"])
+            if make is None:
+                continue
+            data = make(art)
+            target = directory / art["name"] / _file_name(art["url"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            lock["artifacts"][art["name"]] = {
+                "url": art["url"],
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "standin": True,
+            }
+    (directory / "lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return lock
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def serve(directory: Path, bind: str, port: int) -> int:
+    """Start (or keep) a detached HTTP server for `directory`; its pid is kept in `directory/.server.pid`."""
+    pidfile = directory / ".server.pid"
+    if pidfile.exists() and _alive(int(pidfile.read_text())):
+        return int(pidfile.read_text())
+    log = open(directory / ".server.log", "ab")  # noqa: SIM115 - handed to the child process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", bind, "--directory", str(directory), str(port)],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pidfile.write_text(str(proc.pid))
+    url = f"http://{bind}:{port}/lock.json"
+    for _ in range(50):
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return proc.pid
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"mirror: server on {bind}:{port} did not answer (see {directory}/.server.log)")
+
+
+def stop(directory: Path) -> None:
+    """Stop the server this helper started for `directory` (by its recorded pid only)."""
+    pidfile = directory / ".server.pid"
+    if not pidfile.exists():
+        return
+    pid = int(pidfile.read_text())
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+    pidfile.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["build", "up", "down"])
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--stack", type=Path, default=HERE.parents[2] / "stacks" / "ts-2026.10.yml")
+    parser.add_argument("--bind", default="10.77.0.1")
+    parser.add_argument("--port", type=int, default=8671)
+    args = parser.parse_args(argv)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    if args.action == "down":
+        stop(args.dir)
+        return 0
+    lock = build(args.stack, args.dir)
+    if args.action == "up":
+        pid = serve(args.dir, args.bind, args.port)
+        url = f"http://{args.bind}:{args.port}"
+        print(json.dumps({"url": url, "pid": pid, "artifacts": sorted(lock["artifacts"])}))
+    else:
+        print(json.dumps(lock, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

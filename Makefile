@@ -95,3 +95,13 @@ demo: setup ## build the lab, run a training test case on it, print its results
 .PHONY: docs
 docs: venv ## regenerate role READMEs from meta/argument_specs.yml
 	$(PY) scripts/role_docs.py
+
+# ---------------------------------------------------------------- training
+WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
+.PHONY: wheelhouse
+wheelhouse: $(WHEELHOUSE)/.stamp ## wheels the lab's test cases install from (CPU torch; no CUDA download)
+
+$(WHEELHOUSE)/.stamp: testcases/*/*/testcase.yml | venv
+	mkdir -p $(WHEELHOUSE)
+	$(PY) scripts/wheelhouse.py --dest $(WHEELHOUSE) testcases/*/*/testcase.yml
+	touch $@

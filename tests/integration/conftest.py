@@ -16,3 +16,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def lab(lab_required: None) -> None:
     """A running 3-node lab (head + 2 compute); lab-up is idempotent, so a lab already up is reused."""
     playbook("lab_up", "-e", "lab_node_count=3")
+
+
+@pytest.fixture(scope="session")
+def slurm_lab(lab: None) -> None:
+    """The lab with Slurm and accounting, installed by the collection's playbook (idempotent, so reused)."""
+    playbook("slurm_cluster", "-i", "inventories/local")

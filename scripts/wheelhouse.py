@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Download the wheels that the catalog's test cases need into one directory (a wheelhouse).
+
+Lab nodes (and air-gapped clusters) install test-case virtualenvs from it with --no-index. It also keeps the
+CPU build of torch: from PyPI, `pip install torch` on Linux takes the CUDA build and several GB of NVIDIA
+libraries, which CPU-only lab nodes never use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def requirements(manifests: list[Path]) -> list[str]:
+    """Every pinned requirement of the given test case manifests, once each."""
+    reqs: set[str] = set()
+    for manifest in manifests:
+        reqs.update(yaml.safe_load(manifest.read_text()).get("requirements") or [])
+    return sorted(reqs)
+
+
+def download(reqs: list[str], dest: Path) -> None:
+    """pip download into dest; TRAINSTACK_TORCH_INDEX adds an index (such as PyTorch's CPU one)."""
+    argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest), *reqs]
+    extra = os.environ.get("TRAINSTACK_TORCH_INDEX")
+    if extra:
+        argv[4:4] = ["--extra-index-url", extra]
+    subprocess.run(argv, check=True)
+
+
+def check_cpu_torch(dest: Path) -> None:
+    """Refuse a CUDA torch build: it would drag gigabytes of CUDA wheels onto CPU-only nodes."""
+    torch_wheels = sorted(dest.glob("torch-*.whl"))
+    cuda = [w.name for w in torch_wheels if "+cpu" not in w.name]
+    if cuda:
+        sys.exit(
+            f"wheelhouse: {cuda} is a CUDA build of torch. Put a CPU wheel where pip finds it, or set "
+            f"TRAINSTACK_TORCH_INDEX={CPU_TORCH_INDEX} and run again."
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, required=True)
+    parser.add_argument("manifests", type=Path, nargs="+")
+    args = parser.parse_args()
+    args.dest.mkdir(parents=True, exist_ok=True)
+    reqs = requirements(args.manifests)
+    print("wheelhouse: " + " ".join(reqs))
+    download(reqs, args.dest)
+    check_cpu_torch(args.dest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

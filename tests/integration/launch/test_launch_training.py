@@ -1,0 +1,176 @@
+"""launch_training on the lab: real FSDP across two Slurm nodes, failures reported, relaunches resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import ansible_env, playbook
+
+pytestmark = pytest.mark.lab
+
+SHARED = Path("/var/lib/trainstack/lab/shared")  # the lab's shared directory, as the host sees it
+
+
+def launch(*extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    return playbook("launch_training", "-i", "inventories/local", *extra, check=check, timeout=1200)
+
+
+def results_dir(output: str) -> Path:
+    match = re.search(r"^\s*- results\s+(/\S+)", output, re.M)
+    assert match, output[-3000:]
+    return Path(match.group(1))
+
+
+def nothing_submitted(name: str) -> bool:
+    ssh = [
+        "ssh",
+        "-i",
+        "/var/lib/trainstack/lab/ssh/id_ed25519",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "root@10.77.0.11",
+        f"sacct --noheader -X --name {name} --starttime now-1hour --format=JobID",
+    ]
+    return subprocess.run(ssh, capture_output=True, text=True, check=True).stdout.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def lab_ready(slurm_lab: None) -> None:
+    subprocess.run(["make", "wheelhouse"], check=True, capture_output=True)
+
+
+def test_fsdp_on_two_nodes(lab_ready: None) -> None:
+    name = f"it-fsdp-{os.getpid()}"
+    proc = launch(
+        "-e",
+        "training_job_testcase=pytorch/fsdp",
+        "-e",
+        "training_job_nodes=2",
+        "-e",
+        f"training_job_name={name}",
+        "-e",
+        f"training_job_results_dir={SHARED.parent}/results",
+    )
+    out = results_dir(proc.stdout)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2
+    assert summary["nodes"] == 2
+    assert summary["final_loss"] < summary["first_loss"]
+    assert summary["tokens_per_s"] > 0
+    assert "COMPLETED on ts-compute1,ts-compute2" in proc.stdout
+    assert (out / "job.log").read_text().count("TRAINSTACK_METRIC") >= summary["steps"] - 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["-e", "training_job_testcase=pytorch/no-such-case"],
+            "Unknown test case 'pytorch/no-such-case'. Known:",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/fsdp", "-e", "training_job_nodes=5"],
+            "5 nodes requested but partition 'default' has 2",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/fsdp", "-e", '{"training_job_args": {"no-such-flag": 1}}'],
+            "pytorch/fsdp has no option(s) ['--no-such-flag']",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/fsdp", "-e", '{"training_job_args": {"config": "llama9"}}'],
+            "Unknown config llama9",
+        ),
+    ],
+    ids=["unknown-testcase", "too-many-nodes", "unknown-argument", "unknown-config"],
+)
+def test_bad_request_submits_nothing(lab_ready: None, extra: list[str], message: str) -> None:
+    name = f"it-bad-{os.getpid()}"
+    proc = launch(*extra, "-e", f"training_job_name={name}", check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert nothing_submitted(name)
+
+
+def test_lost_node_fails_the_launch_and_a_relaunch_resumes(lab_ready: None) -> None:
+    name = f"it-resume-{os.getpid()}"
+    common = [
+        "-e",
+        "training_job_testcase=pytorch/fsdp",
+        "-e",
+        "training_job_nodes=2",
+        "-e",
+        f"training_job_name={name}",
+        "-e",
+        "training_job_checkpoint_every=5",
+        "-e",
+        f"training_job_results_dir={SHARED.parent}/results",
+    ]
+    first = subprocess.Popen(  # the launch that loses a node
+        [
+            str(Path(".venv/bin/ansible-playbook").resolve()),
+            "trainstack.cluster.launch_training",
+            "-i",
+            "inventories/local",
+            *common,
+            "-e",
+            '{"training_job_args": {"steps": 2000}}',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=ansible_env(),
+    )
+    ckpt = SHARED / "trainstack" / "checkpoints" / name
+    try:
+        deadline = time.monotonic() + 300
+        while not any(ckpt.glob("step-*/train_state.json")):
+            assert time.monotonic() < deadline, "no checkpoint was written"
+            assert first.poll() is None, first.communicate()[0][-3000:]
+            time.sleep(2)
+        subprocess.run(["lxc-stop", "-k", "-n", "ts-compute2"], check=True)
+        out, _ = first.communicate(timeout=600)
+    finally:
+        subprocess.run(["lxc-start", "-n", "ts-compute2", "-d"], check=False)
+    assert first.returncode != 0
+    assert re.search(r"pytorch/fsdp job \d+ ended (NODE_FAIL|FAILED)", out), out[-3000:]
+    assert "Last lines of its log" in out
+
+    _wait_node_idle("ts-compute2")
+    proc = launch(*common, "-e", '{"training_job_args": {"steps": 2000, "max-steps-this-run": 5}}')
+    summary = json.loads((results_dir(proc.stdout) / "summary.json").read_text())
+    assert summary["resumed_from_step"] >= 5
+    assert summary["resumed_from_step"] % 5 == 0
+
+
+def _wait_node_idle(node: str) -> None:
+    ssh = [
+        "ssh",
+        "-i",
+        "/var/lib/trainstack/lab/ssh/id_ed25519",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "root@10.77.0.11",
+        f"sinfo --noheader --Node --nodes={node} --format=%T",
+    ]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        state = subprocess.run(ssh, capture_output=True, text=True, check=False).stdout.strip()
+        if state == "idle":
+            return
+        time.sleep(3)
+    raise AssertionError(f"{node} did not come back idle")

@@ -30,6 +30,16 @@ def test_module_built_for_every_installed_kernel(host):
     for kver in _kernels(host):
         assert host.check_output(f"modinfo -k {kver} -F version nvidia") == VERSION
         assert "NVIDIA" in host.check_output(f"modinfo -k {kver} -F license nvidia")
+        # Built by DKMS for that kernel (Debian names the file nvidia-current.ko), not shipped prebuilt.
+        filename = host.check_output(f"modinfo -k {kver} -F filename nvidia")
+        assert filename == f"/lib/modules/{kver}/updates/dkms/nvidia-current.ko"
+        assert host.check_output(f"modinfo -k {kver} -F vermagic nvidia").startswith(f"{kver} ")
+
+
+def test_no_headers_for_kernels_the_image_lacks(host):
+    # Only the installed kernel's headers: a stray generic headers package would make DKMS build twice.
+    headers = host.check_output("find /lib/modules -mindepth 2 -maxdepth 2 -name build -printf '%h\\n'")
+    assert sorted(line.rsplit("/", 1)[1] for line in headers.splitlines()) == _kernels(host)
 
 
 def test_dkms_reports_installed_for_every_kernel(host):

@@ -210,6 +210,9 @@ def build_deb(pkg: StandinPackage, out_dir: Path) -> Path:
         if pkg.depends:
             control.append(f"Depends: {pkg.depends}")
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+        if any(rel.endswith(".so.2") for rel in pkg.files):
+            # What debhelper gives every shared-library package: refresh the linker cache on install.
+            (root / "DEBIAN" / "triggers").write_text("activate-noawait ldconfig\n")
         target = out_dir / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"
         # No compression: the NCCL library is 236 MB and only travels through a local directory.
         subprocess.run(

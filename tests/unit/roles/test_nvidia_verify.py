@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.support import REPO, ansible_env, run
 
@@ -98,3 +102,41 @@ def test_no_driver_fails(tmp_path: Path) -> None:
     proc = _verify(tmp_path, _shims(tmp_path, smi=False))
     assert proc.returncode != 0
     assert "Query the GPUs through NVML" in proc.stdout
+
+
+def test_nccl_found_in_python_packages(tmp_path: Path) -> None:
+    """The GPU machine's NCCL is the torch wheel's (nvidia/nccl/lib on sys.path), not in the linker cache.
+
+    A STAND-IN libnccl.so.2 (compiled here, ncclGetVersion answers 2.28.9) stands where the wheel puts it.
+    """
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the stand-in library")
+    lib_dir = tmp_path / "site" / "nvidia" / "nccl" / "lib"
+    lib_dir.mkdir(parents=True)
+    source = tmp_path / "nccl.c"
+    source.write_text("int ncclGetVersion(int *v) { *v = 22809; return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib_dir / "libnccl.so.2"), str(source)], check=True)
+    bin_dir = _shims(tmp_path)
+    env_path = f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
+    proc = run(
+        [
+            str(REPO / ".venv" / "bin" / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "--check",
+            "-e",
+            f"ansible_python_interpreter={REPO / '.venv' / 'bin' / 'python'}",
+            "-e",
+            "nccl_verify_expected_version=2.28.9",
+            "-e",
+            f"verify_nvidia_report={tmp_path / 'report.json'}",
+            str(REPO / "playbooks" / "verify_nvidia.yml"),
+        ],
+        check=False,
+        env=ansible_env(PATH=env_path, PYTHONPATH=str(tmp_path / "site")),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    nccl = json.loads((tmp_path / "report.json").read_text())["nccl"]
+    assert nccl == {"version": "2.28.9", "found_by": f"python package {lib_dir / 'libnccl.so.2'}"}

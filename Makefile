@@ -87,8 +87,8 @@ test-slow: setup ## slow suites kept out of make test
 
 # ---------------------------------------------------------------- demo
 .PHONY: demo
-demo: setup ## build the lab, run a training test case on it, print its results
-	$(BIN)/ansible-playbook trainstack.cluster.demo -e lab_node_count=$(LAB_NODES)
+demo: setup wheelhouse ## lab cluster + Slurm, then FSDP on two nodes; prints the results table
+	$(BIN)/ansible-playbook trainstack.cluster.demo -i inventories/local -e lab_node_count=$(LAB_NODES)
 
 
 # ---------------------------------------------------------------- docs

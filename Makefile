@@ -105,3 +105,9 @@ $(WHEELHOUSE)/.stamp: testcases/*/*/testcase.yml | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) scripts/wheelhouse.py --dest $(WHEELHOUSE) testcases/*/*/testcase.yml
 	touch $@
+
+.PHONY: bench-launch
+bench-launch: setup wheelhouse ## launch overhead on the lab vs bare sbatch (bench/results/launch_overhead.json)
+	$(BIN)/ansible-playbook trainstack.cluster.lab_up >/dev/null
+	$(BIN)/ansible-playbook trainstack.cluster.slurm_cluster -i inventories/local >/dev/null
+	$(PY) bench/launch_overhead/run.py

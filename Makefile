@@ -74,8 +74,11 @@ lint: setup $(LINT_TARGETS) ## ansible-lint (production), yamllint, ruff, syntax
 unit: setup ## unit tests (no containers)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-molecule: setup ## molecule scenarios run in make test
-	@for s in $(MOLECULE_SCENARIOS); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s "$$s" || exit 1; done
+molecule: setup ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
+	@# The lab first: its bridge, package proxy, base image and key are what every scenario's nodes use.
+	@mkdir -p .cache; $(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) > .cache/lab-up.log \
+	  || { tail -n 40 .cache/lab-up.log; exit 1; }
+	scripts/run-molecule.sh $(MOLECULE_SCENARIOS)
 
 integration: setup ## integration tests (lab, moto, packer)
 	$(BIN)/pytest tests/integration -m "not slow" $(PYTEST_ARGS)

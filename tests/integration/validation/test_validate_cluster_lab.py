@@ -1,9 +1,12 @@
-"""validate_cluster on the 3-node lab: a healthy run, then faults injected into real nodes (a drained Slurm
-node, a required mount that is missing), each caught and named; the drain option drains through real Slurm."""
+"""validate_cluster on the 3-node lab with real Slurm, in one run (each run costs about a minute here):
+ts-head is healthy; ts-compute2 is drained in Slurm before the run; ts-compute1 is told to require a mount it
+does not have, with the drain option on. Each fault must be caught and named, the healthy node must pass with
+its hardware checks skipped for a reason, and ts-compute1 must end drained with the failed check as reason."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -12,61 +15,73 @@ from tests.support import playbook
 from .conftest import on_node
 
 pytestmark = pytest.mark.lab
+FAULTS = """\
+node_health_drain_failed: true
+node_health_expect_overrides:
+  mounts: "{{ ['/shared', '/fsx'] if inventory_hostname == 'ts-compute1' else ['/shared'] }}"
+"""
 
 
-def validate(tmp_path, *args, check=True):
-    return playbook(
-        "validate_cluster",
-        "-i",
-        "inventories/local",
-        "-e",
-        f"node_health_results_dir={tmp_path}",
-        *args,
-        check=check,
-    )
-
-
-def test_healthy_lab_passes(lab_slurm, tmp_path):
-    validate(tmp_path)
-    for node in ("ts-head", "ts-compute1", "ts-compute2"):
-        report = json.loads((tmp_path / f"{node}.json").read_text())
-        rows = {r["check"]: r for r in report["checks"]}
-        assert report["ok"], report["failed"]
-        assert rows["gpu_inventory"]["status"] == "skip" and rows["efa_devices"]["status"] == "skip"
-        assert rows["mounts"]["status"] == "pass"
-    compute = json.loads((tmp_path / "ts-compute1.json").read_text())
-    assert {r["check"]: r for r in compute["checks"]}["slurm_state"]["status"] == "pass"
-    assert json.loads((tmp_path / "summary.json").read_text()) == {
-        "ts-head": [],
-        "ts-compute1": [],
-        "ts-compute2": [],
-    }
-
-
-def test_faults_are_caught_named_and_drained(lab_slurm, tmp_path, resume_nodes):
-    """One run, two injected faults: ts-compute2 drained in Slurm, ts-compute1 missing a required mount; the
-    drain option drains ts-compute1 with the failed check as its reason. The healthy run above puts the nodes'
-    configuration back (it is rewritten on every run)."""
-    resume_nodes.extend(["ts-compute1", "ts-compute2"])
+@pytest.fixture(scope="module")
+def run(lab_slurm, tmp_path_factory):
+    """The playbook run with the faults injected; nodes are resumed afterwards whatever happens."""
+    results = tmp_path_factory.mktemp("node_health")
+    extra = results / "faults.yml"
+    extra.write_text(FAULTS)
     on_node("ts-head", "scontrol update NodeName=ts-compute2 State=DRAIN Reason=injected-by-test")
-    extra = tmp_path / "faults.yml"
-    extra.write_text(
-        "node_health_drain_failed: true\n"
-        "node_health_expect_overrides:\n"
-        "  mounts: \"{{ ['/shared', '/fsx'] if inventory_hostname == 'ts-compute1' else ['/shared'] }}\"\n"
+    try:
+        done = playbook(
+            "validate_cluster", "-i", "inventories/local", "-e", f"node_health_results_dir={results}",
+            "-e", f"@{extra}", check=False,
+        )  # fmt: skip
+        drained = on_node("ts-head", "sinfo -h -N -n ts-compute1 -o '%T|%E'").stdout.strip()
+    finally:
+        for node in ("ts-compute1", "ts-compute2"):
+            on_node("ts-head", f"scontrol update NodeName={node} State=RESUME", check=False)
+    reports = {p.stem: json.loads(p.read_text()) for p in results.glob("ts-*.json")}
+    return (
+        done,
+        " ".join(done.stdout.split()),
+        reports,
+        json.loads((results / "summary.json").read_text()),
+        drained,
     )
-    done = validate(tmp_path, "--limit", "compute", "-e", f"@{extra}", check=False)
-    out = " ".join(done.stdout.split())
+
+
+def rows(report):
+    return {r["check"]: r for r in report["checks"]}
+
+
+def test_play_fails_naming_node_and_check(run):
+    done, out, _, summary, _ = run
     assert done.returncode != 0
-    assert (
-        "ts-compute2 (lab) failed: slurm_state [isolate]: Slurm state drained (reason: injected-by-test)"
-        in out
+    # "drained", or "draining"/"mixed+drain" while another job still runs there
+    pattern = (
+        r"ts-compute2 \(lab\) failed: slurm_state \[isolate\]: "
+        r"Slurm state \S*drain\S* \(reason: injected-by-test\)"
     )
+    assert re.search(pattern, out), out[-2000:]
     assert "ts-compute1 (lab) failed: mounts [isolate]: /fsx not mounted" in out
-    summary = json.loads((tmp_path / "summary.json").read_text())
     assert {node: [f["check"] for f in failed] for node, failed in summary.items()} == {
+        "ts-head": [],
         "ts-compute1": ["mounts"],
         "ts-compute2": ["slurm_state"],
     }
-    state = on_node("ts-head", "sinfo -h -N -n ts-compute1 -o '%T|%E'").stdout.strip()
-    assert state.startswith("drain") and state.endswith("|node_health: mounts"), state
+
+
+def test_healthy_node_passes_with_reasons_for_skips(run):
+    report = run[2]["ts-head"]
+    assert report["ok"] and report["failed"] == []
+    for name in ("gpu_inventory", "efa_devices", "efa_libfabric", "gpu_nvlink", "dcgm_diag", "torch_env"):
+        assert rows(report)[name]["status"] == "skip" and rows(report)[name]["message"], name
+    for name in ("memlock", "memory", "disks", "mounts"):
+        assert rows(report)[name]["status"] == "pass", name
+
+
+def test_idle_compute_node_state_passes(run):
+    assert rows(run[2]["ts-compute1"])["slurm_state"]["status"] == "pass"
+
+
+def test_drain_option_drained_with_the_reason(run):
+    state = run[4]
+    assert "drain" in state.split("|")[0] and state.endswith("|node_health: mounts"), state

@@ -25,7 +25,8 @@ def test_every_rule_is_cited_and_tested(rules):
         "component-os-support",
         "pytorch-nccl-pin",
         "nccl-cuda-major",
-        # Job-environment rule (never refuses a stack): tested both ways in tests/unit/roles/test_fabric_env.py.
+        # Job-environment rule (never refuses a stack): tested both ways in
+        # tests/unit/roles/test_fabric_env.py.
         "efa-device-rdma-read",
     }
     assert {r["id"] for r in rules} == tested

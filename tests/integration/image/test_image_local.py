@@ -1,6 +1,7 @@
 """`make image-local` end to end: Packer's lxc builder, the shell-local + community.general.lxc provisioning
-path, the manifest and self-check, and the rootfs tarball the lab boots. Warm (cached rootfs, apt and pip
-caches) it takes about a minute and a half here; the first build on a machine adds the debootstrap."""
+path, the manifest and self-check, and the rootfs tarball the lab boots. Warm (cached rootfs, apt, pip and
+artifact caches) it took 1.5 to 3.5 minutes here depending on the machine's load; the first build on a
+machine adds the debootstrap and every download (bench/image_build)."""
 
 import json
 import subprocess

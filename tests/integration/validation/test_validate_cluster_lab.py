@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -85,3 +86,35 @@ def test_idle_compute_node_state_passes(run):
 def test_drain_option_drained_with_the_reason(run):
     state = run[4]
     assert "drain" in state.split("|")[0] and state.endswith("|node_health: mounts"), state
+
+
+HOOK_FAULT = """\
+node_health_slurm_hooks: true
+node_health_run: false
+node_health_expect_overrides: {mounts: [/shared, /fsx]}
+"""
+
+
+@pytest.mark.slow
+def test_prolog_drains_a_failing_node_through_slurm(lab_slurm, tmp_path, resume_nodes):
+    """The quick checks as the Slurm role's prolog.d entry: a job on a node missing a required mount makes
+    slurmd's prolog fail, and Slurm itself drains the node. The hook is removed afterwards."""
+    resume_nodes.append("ts-compute1")
+    extra = tmp_path / "hook.yml"
+    extra.write_text(HOOK_FAULT)
+    try:
+        playbook("validate_cluster", "-i", "inventories/local", "--limit", "ts-compute1", "-e", f"@{extra}")
+        job = on_node("ts-head", "sbatch --parsable -w ts-compute1 -t 1 --wrap true").stdout.strip()
+        state = ""
+        for _ in range(60):
+            state = on_node("ts-head", "sinfo -h -N -n ts-compute1 -o '%T|%E'").stdout.strip()
+            if "drain" in state.split("|")[0]:
+                break
+            time.sleep(1)
+        report = json.loads(on_node("ts-compute1", "cat /var/lib/trainstack/node_health/prolog.json").stdout)
+    finally:
+        on_node("ts-head", f"scancel {job}" if "job" in locals() and job else "true", check=False)
+        on_node("ts-compute1", "rm -f /etc/slurm/prolog.d/50-trainstack-node-health.sh "
+                "/etc/slurm/epilog.d/50-trainstack-node-health.sh", check=False)  # fmt: skip
+    assert "drain" in state.split("|")[0] and "rolog" in state.split("|")[1], state
+    assert [f["message"] for f in report["failed"]] == ["/fsx not mounted"]

@@ -30,9 +30,12 @@ def test_module_built_for_every_installed_kernel(host):
     for kver in _kernels(host):
         assert host.check_output(f"modinfo -k {kver} -F version nvidia") == VERSION
         assert "NVIDIA" in host.check_output(f"modinfo -k {kver} -F license nvidia")
-        # Built by DKMS for that kernel (Debian names the file nvidia-current.ko), not shipped prebuilt.
+        # Built by DKMS for that kernel, not shipped prebuilt. Debian names it nvidia-current.ko; the role
+        # links the upstream name to it (modinfo reads no modprobe.d aliases).
         filename = host.check_output(f"modinfo -k {kver} -F filename nvidia")
-        assert filename == f"/lib/modules/{kver}/updates/dkms/nvidia-current.ko"
+        assert filename == f"/lib/modules/{kver}/updates/dkms/nvidia.ko"
+        assert host.file(filename).linked_to == f"/lib/modules/{kver}/updates/dkms/nvidia-current.ko"
+        assert host.check_output(f"modinfo -k {kver} -F version nvidia-current") == VERSION
         assert host.check_output(f"modinfo -k {kver} -F vermagic nvidia").startswith(f"{kver} ")
 
 

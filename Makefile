@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 
 # Each area adds to these in its mk/*.mk: molecule scenarios and lint steps run by make test.
 MOLECULE_SCENARIOS := base slurm_cluster
-LINT_TARGETS :=
+LINT_TARGETS := sanity lint-packer
 -include mk/*.mk
 
 .PHONY: help
@@ -114,3 +114,16 @@ bench-launch: setup wheelhouse ## launch overhead on the lab vs bare sbatch (ben
 	$(BIN)/ansible-playbook trainstack.cluster.lab_up >/dev/null
 	$(BIN)/ansible-playbook trainstack.cluster.slurm_cluster -i inventories/local >/dev/null
 	$(PY) bench/launch_overhead/run.py
+
+# ---------------------------------------------------------------- ansible-test
+# ansible-test needs the tree under ansible_collections/<ns>/<name> and a pip bootstrap script that this
+# network cannot download (ci-files.testing.ansible.com): a copy of the tracked files and our stand-in do.
+SANITY_DIR := $(CURDIR)/.cache/sanity/ansible_collections/trainstack/cluster
+.PHONY: sanity
+sanity: setup ## ansible-test sanity (validate-modules, compile) on the plugins
+	rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR) ~/.ansible/test/cache
+	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $(SANITY_DIR)
+	cd $(SANITY_DIR) && git init -q . && git add -A
+	cp scripts/ansible-test-get-pip.py ~/.ansible/test/cache/get_pip_24_2.py
+	cd $(SANITY_DIR) && $(BIN)/ansible-test sanity --python 3.11 --local --requirements \
+	  --test validate-modules --test compile

@@ -47,7 +47,7 @@ description:
     C(region_<region>); characters other than letters, digits and C(_) become C(_)."
 version_added: 0.1.0
 author:
-  - trainstack contributors
+  - trainstack maintainers (@trainstack)
 requirements:
   - boto3
   - botocore

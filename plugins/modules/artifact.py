@@ -19,7 +19,7 @@ description:
   - A checksum mismatch fails the task and prints both hashes; the partial file is removed.
   - With O(record_lock=true) (used by C(make mirror)) the received file's sha256 is written into O(lock_file).
 version_added: 0.1.0
-author: trainstack maintainers
+author: trainstack maintainers (@trainstack)
 options:
   name:
     description: Artifact name from the stack; keys the lock file and the mirror layout.

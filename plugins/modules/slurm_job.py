@@ -60,7 +60,7 @@ options:
     type: list
     elements: str
     default: []
-author: trainstack maintainers
+author: trainstack maintainers (@trainstack)
 """
 
 EXAMPLES = r"""

@@ -48,8 +48,8 @@ CAPTURE = {
     "nccl_tests": ["__nccl_tests_build_packages", "nccl_tests_version", "__nccl_tests_make_args"],
     "enroot_pyxis": [
         "__enroot_pyxis_package_format",
-        "enroot_pyxis_enroot_artifact",
-        "enroot_pyxis_slurm_include_dir",
+        "__enroot_pyxis_enroot_package",
+        "__enroot_pyxis_include_dir",
         "__enroot_pyxis_build_packages",
     ],
     "lustre_client": ["__lustre_client_packages", "__lustre_client_repo", "__lustre_client_supported"],
@@ -306,20 +306,20 @@ def test_nccl_tests_make_arguments(results):
 def test_enroot_package_for_os_and_arch(results, os_key, arch):
     values = _values(results, "enroot_pyxis", os_key)
     assert values["__enroot_pyxis_package_format"] == "deb"
-    assert values["enroot_pyxis_enroot_artifact"]["url"] == _artifact("enroot", arch)["url"]
-    assert values["enroot_pyxis_slurm_include_dir"] == "/opt/slurm/include"
+    assert values["__enroot_pyxis_enroot_package"]["url"] == _artifact("enroot", arch)["url"]
+    assert values["__enroot_pyxis_include_dir"] == "/opt/slurm/include"
 
 
 def test_enroot_on_debian_builds_against_debians_slurm(results):
     values = _values(results, "enroot_pyxis", "debian12")
-    assert values["enroot_pyxis_slurm_include_dir"] == "/usr/include"
+    assert values["__enroot_pyxis_include_dir"] == "/usr/include"
     assert "libslurm-dev" in values["__enroot_pyxis_build_packages"]
 
 
 def test_enroot_on_al2023_wants_an_rpm(results):
     values = _values(results, "enroot_pyxis", "al2023")
     assert values["__enroot_pyxis_package_format"] == "rpm"
-    assert values["enroot_pyxis_enroot_artifact"] == {}
+    assert values["__enroot_pyxis_enroot_package"] == {}
 
 
 @pytest.mark.parametrize(("os_key", "codename"), [("ubuntu2204", "jammy"), ("ubuntu2404", "noble")])

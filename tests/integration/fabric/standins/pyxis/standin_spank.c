@@ -1,6 +1,8 @@
 /* STAND-IN for the pyxis SPANK plugin (tests only). A real SPANK plugin built against the installed Slurm: it
  * registers one clearly named option, so `srun --help` shows whether Slurm loaded it through plugstack.conf.d.
  * It runs no containers. */
+#include <stddef.h>
+
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(pyxis, 1);

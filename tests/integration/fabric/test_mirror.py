@@ -1,0 +1,86 @@
+"""The fabric mirror helper: reproducible stand-ins, a lock the artifact layer trusts, tampering refused."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import socket
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch
+
+from tests.support import REPO
+
+
+def _mirror() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fabric_mirror", Path(__file__).parent / "mirror.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+mirror = _mirror()
+STACK = REPO / "stacks" / "ts-2026.10.yml"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_stand_ins_are_reproducible_and_say_what_they_are(tmp_path):
+    first = mirror.build(STACK, tmp_path / "a")
+    second = mirror.build(STACK, tmp_path / "b")
+    assert first == second
+    assert set(first["artifacts"]) == {
+        "aws-efa-installer",
+        "aws-ofi-nccl-src",
+        "nccl-tests-src",
+        "pyxis-src",
+        "enroot-deb-amd64",
+    }
+    assert all(entry["standin"] for entry in first["artifacts"].values())
+    with tarfile.open(tmp_path / "a" / "aws-efa-installer" / "aws-efa-installer-1.50.0.tar.gz") as tar:
+        script = tar.extractfile("aws-efa-installer/efa_installer.sh").read().decode()
+    assert "STAND-IN" in script and 'VERSION="1.50.0"' in script
+
+
+def test_artifact_layer_fetches_over_http_verified_by_the_lock(tmp_path):
+    directory = tmp_path / "mirror"
+    lock = mirror.build(STACK, directory)
+    port = _free_port()
+    mirror.serve(directory, "127.0.0.1", port)
+    try:
+        entry = lock["artifacts"]["aws-ofi-nccl-src"]
+        result = artifact_fetch.fetch(
+            "aws-ofi-nccl-src",
+            entry["url"],
+            str(tmp_path / "out.tar.gz"),
+            mirror=f"http://127.0.0.1:{port}",
+            lock=lock,
+        )
+        assert result.verified and result.sha256 == entry["sha256"]
+        assert result.source.startswith(f"http://127.0.0.1:{port}/aws-ofi-nccl-src/")
+
+        # A tampered mirror file is refused with both hashes.
+        served = directory / "aws-ofi-nccl-src" / "aws-ofi-nccl-1.21.1.tar.gz"
+        served.write_bytes(served.read_bytes() + b"tampered")
+        with pytest.raises(artifact_fetch.ChecksumMismatchError) as err:
+            artifact_fetch.fetch(
+                "aws-ofi-nccl-src",
+                entry["url"],
+                str(tmp_path / "again.tar.gz"),
+                mirror=f"http://127.0.0.1:{port}",
+                lock=lock,
+            )
+        assert entry["sha256"] in str(err.value)
+        assert hashlib.sha256(served.read_bytes()).hexdigest() in str(err.value)
+    finally:
+        mirror.stop(directory)
+    assert not (directory / ".server.pid").exists()

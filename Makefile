@@ -67,6 +67,8 @@ lint: setup $(LINT_TARGETS) ## ansible-lint (production), yamllint, ruff, syntax
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@# ansible-lint installs the project into ~/.ansible/collections; drop a copy left by an older checkout.
+	rm -rf ~/.ansible/collections/ansible_collections/trainstack
 	$(BIN)/ansible-lint --offline
 	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, "$$p" >/dev/null \
 	  || { echo "syntax-check failed: $$p"; exit 1; }; done; echo "syntax-check: every playbook ok"

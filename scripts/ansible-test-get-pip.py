@@ -9,4 +9,5 @@ import sys
 
 subprocess.run([sys.executable, "-m", "ensurepip", "--upgrade", "--default-pip"], check=True)
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
-subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args], check=True)
+pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+subprocess.run([*pip, *args], check=True)

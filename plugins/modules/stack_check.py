@@ -14,7 +14,8 @@ description:
     scope (or one OS/architecture) and fails, naming each broken rule, the targets it breaks on and its
     citation.
   - Also reports (without failing) every artifact that has no known sha256 in the stack or its lock file.
-  - "Pure controller-side computation; run it with C(delegate_to: localhost) or in a C(hosts: localhost) play."
+  - "Pure controller-side computation; run it with C(delegate_to: localhost) or in a
+    C(hosts: localhost) play."
 version_added: 0.1.0
 author: trainstack maintainers (@trainstack)
 options:

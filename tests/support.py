@@ -41,3 +41,19 @@ def run(
 def playbook(name: str, *args: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess:
     """Run one of the collection's playbooks by its FQCN."""
     return run([str(VENV_BIN / "ansible-playbook"), f"trainstack.cluster.{name}", *args], check=check, **kw)
+
+
+def init_ansible_plugins() -> None:
+    """Point Ansible's plugin loader at this checkout's collection (only the first call in a process counts).
+
+    Unit tests that render role variables use Ansible's templar, whose collection loader is set up once per
+    process: every unit-test directory that uses it calls this from its conftest, before its modules load.
+    (The test cases' tests run in a process of their own: torch.compile cannot share one with Ansible.)
+    """
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    if getattr(_AnsibleCollectionFinder, "_trainstack_initialised", False):
+        return
+    init_plugin_loader([str(REPO / ".cache" / "collections")])
+    _AnsibleCollectionFinder._trainstack_initialised = True

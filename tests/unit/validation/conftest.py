@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import init_ansible_plugins
+
+# Before any test module here imports Ansible: its plugin loader is set up once per process.
+init_ansible_plugins()
+
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -8,6 +8,7 @@ OS's facts, and the conditions and messages of each role's tasks/validate.yml as
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ from ansible.template import Templar, trust_as_template
 
 from tests.support import REPO
 
-# The collection's filters (stack_components, stack_os_id, ...) resolve from this checkout, as in a play.
-init_plugin_loader([str(REPO / ".cache" / "collections")])
+# The collection's filters (stack_components, stack_os_id, ...) resolve from this checkout, as in a play. A
+# conftest may have initialised the loader for the same path already: that is fine, and not worth a warning.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "AnsibleCollectionFinder has already been configured")
+    init_plugin_loader([str(REPO / ".cache" / "collections")])
 
 STACK = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())
 

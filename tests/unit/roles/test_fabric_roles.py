@@ -189,11 +189,20 @@ def _os_vars_file(role: Path, templar: Templar) -> Path:
     raise AssertionError(f"{role.name}: no vars file among {candidates}")
 
 
-def role_templar(role_name: str, os_key: str, variables: dict | None = None) -> Templar:
+RULES = yaml.safe_load((REPO / "stacks" / "rules.yml").read_text())["rules"]
+
+
+def role_templar(
+    role_name: str, os_key: str, variables: dict | None = None, *, play_stack: bool = True
+) -> Templar:
     """Variables as a play sees them after os_vars.yml: defaults < role vars < OS vars < case."""
     role = REPO / "roles" / role_name
     facts = _facts(os_key)
     base = {"ansible_facts": facts, "role_path": str(role), "inventory_hostname": "case"}
+    if play_stack:
+        # As playbooks/build_image.yml hands it to the roles (parsed once); without it a role reads the
+        # collection's stacks/<id>.yml itself (test_standalone_role_reads_the_collections_stack).
+        base.update(trainstack_stack=STACK, trainstack_stack_rules=RULES)
     merged = {
         **_trust(_load(role / "defaults" / "main.yml")),
         **_trust(_load(role / "vars" / "main.yml")),
@@ -210,8 +219,8 @@ def role_templar(role_name: str, os_key: str, variables: dict | None = None) -> 
     return Templar(loader=DataLoader(), variables=merged)
 
 
-def resolve(role_name: str, os_key: str, names: list[str]) -> dict:
-    templar = role_templar(role_name, os_key)
+def resolve(role_name: str, os_key: str, names: list[str], *, play_stack: bool = True) -> dict:
+    templar = role_templar(role_name, os_key, play_stack=play_stack)
     return {name: templar.template(trust_as_template("{{ " + name + " }}")) for name in names}
 
 
@@ -358,3 +367,11 @@ def test_bad_input_is_refused_naming_the_variable(case_id, fragment):
 def test_good_input_passes_validation(case_id):
     _, role, os_key, variables = next(c for c in GOOD_INPUT if c[0] == case_id)
     assert validation_failure(role, os_key, variables) is None
+
+
+def test_standalone_role_reads_the_collections_stack():
+    values = resolve("efa", "ubuntu2204", ["efa_installer_version", "__efa_stack_id"], play_stack=False)
+    assert values == {
+        "efa_installer_version": STACK["components"]["efa_installer"]["version"],
+        "__efa_stack_id": STACK["id"],
+    }

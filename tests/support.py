@@ -57,3 +57,24 @@ def init_ansible_plugins() -> None:
         return
     init_plugin_loader([str(REPO / ".cache" / "collections")])
     _AnsibleCollectionFinder._trainstack_initialised = True
+
+
+def on_lab_node(command: str, address: str = "10.77.0.11", *, check: bool = True) -> str:
+    """Run a shell command on a lab node (the head node by default) over SSH with the lab key, as users do."""
+    ssh = [
+        "ssh",
+        "-i",
+        str(LAB_KEY),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        f"root@{address}",
+        command,
+    ]
+    proc = subprocess.run(ssh, capture_output=True, text=True, timeout=120, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{command!r} on {address} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout.strip()

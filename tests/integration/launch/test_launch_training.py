@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ansible_env, playbook
+from tests.support import ansible_env, on_lab_node, playbook
 
 pytestmark = pytest.mark.lab
 
@@ -29,20 +29,7 @@ def results_dir(output: str) -> Path:
 
 
 def nothing_submitted(name: str) -> bool:
-    ssh = [
-        "ssh",
-        "-i",
-        "/var/lib/trainstack/lab/ssh/id_ed25519",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "root@10.77.0.11",
-        f"sacct --noheader -X --name {name} --starttime now-1hour --format=JobID",
-    ]
-    return subprocess.run(ssh, capture_output=True, text=True, check=True).stdout.strip() == ""
+    return on_lab_node(f"sacct --noheader -X --name {name} --starttime now-1hour --format=JobID") == ""
 
 
 @pytest.fixture(scope="module")
@@ -154,22 +141,9 @@ def test_lost_node_fails_the_launch_and_a_relaunch_resumes(lab_ready: None) -> N
 
 
 def _wait_node_idle(node: str) -> None:
-    ssh = [
-        "ssh",
-        "-i",
-        "/var/lib/trainstack/lab/ssh/id_ed25519",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "root@10.77.0.11",
-        f"sinfo --noheader --Node --nodes={node} --format=%T",
-    ]
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        state = subprocess.run(ssh, capture_output=True, text=True, check=False).stdout.strip()
+        state = on_lab_node(f"sinfo --noheader --Node --nodes={node} --format=%T", check=False)
         if state == "idle":
             return
         time.sleep(3)

@@ -8,18 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support import LAB_KEY
+from tests.support import on_lab_node
 
 pytestmark = pytest.mark.lab
 
-HEAD = "10.77.0.11"
-
 
 def on_head(command: str) -> str:
-    """Run a shell command on the lab's head node over SSH, as users do."""
-    ssh = ["ssh", "-i", str(LAB_KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-           "-o", "LogLevel=ERROR", f"root@{HEAD}", command]  # fmt: skip
-    return subprocess.run(ssh, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    return on_lab_node(command)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

@@ -3,22 +3,16 @@ real Debian packages, and Packer/Ansible command helpers."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
-import urllib.parse
-from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, ansible_env
+from tests.support import REPO, VENV_BIN, ansible_env, real_debian_debs, serve_directory
 
 # Stand-ins for Canonical's and Amazon's source AMIs: moto ships none of the 2026 images our filters select,
 # so the test loads these records into moto (MOTO_AMIS_PATH). Only name, owner and architecture matter.
@@ -107,35 +101,10 @@ def closed_port() -> int:
     return _free_port()
 
 
-def _published_sha256(deb: Path) -> str | None:
-    name, version, _ = urllib.parse.unquote(deb.name).rsplit("_", 2)
-    out = subprocess.run(
-        ["apt-cache", "show", "--no-all-versions", f"{name}={version}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return next((line.split()[1] for line in out.splitlines() if line.startswith("SHA256: ")), None)
-
-
 @pytest.fixture(scope="session")
 def debian_debs(tmp_path_factory):
     """Two real Debian packages with the sha256 Debian's signed index publishes for them."""
-    found = []
-    for deb in sorted(Path("/var/cache/apt/archives").glob("*.deb"), key=lambda p: p.stat().st_size)[:40]:
-        digest = _published_sha256(deb)
-        if digest and hashlib.sha256(deb.read_bytes()).hexdigest() == digest:
-            found.append((deb, digest))
-        if len(found) == 2:
-            return found
-    where = tmp_path_factory.mktemp("debs")
-    subprocess.run(["apt-get", "download", "hello", "sl"], cwd=where, check=True, capture_output=True)
-    return [(deb, _published_sha256(deb)) for deb in sorted(where.glob("*.deb"))]
-
-
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        self.server.requests.append(self.path)
+    return real_debian_debs(tmp_path_factory.mktemp("debs"))
 
 
 @pytest.fixture
@@ -143,14 +112,8 @@ def vendor(tmp_path):
     """A loopback HTTP server standing in for a vendor download host; yields (base_url, docroot)."""
     root = tmp_path / "vendor"
     root.mkdir()
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
-    )
-    server.requests = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root
-    server.shutdown()
-    server.server_close()
+    with serve_directory(root) as (url, _requests):
+        yield url, root
 
 
 def packer(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -1,17 +1,13 @@
 """Shared fixtures for the stack matrix and artifact tests (image factory area)."""
 
 import copy
-import functools
-import hashlib
-import http.server
-import subprocess
 import sys
-import threading
-import urllib.parse
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support import real_debian_debs, serve_directory
 
 REPO = Path(__file__).resolve().parents[4]
 COLLECTIONS = REPO / ".cache" / "collections"
@@ -63,42 +59,10 @@ def good_stack():
     )
 
 
-def _published_sha256(deb: Path) -> str | None:
-    """SHA256 of a .deb as Debian's signed Packages index publishes it (apt-cache), or None."""
-    name, version, _ = urllib.parse.unquote(deb.name).rsplit("_", 2)
-    out = subprocess.run(
-        ["apt-cache", "show", "--no-all-versions", f"{name}={version}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    for line in out.splitlines():
-        if line.startswith("SHA256: "):
-            return line.split()[1]
-    return None
-
-
 @pytest.fixture(scope="session")
 def debian_debs(tmp_path_factory):
-    """Two real Debian packages with the sha256 Debian publishes for them: the artifact tests' real files.
-
-    Taken from apt's cache when there, else fetched with `apt-get download` (Debian mirrors are reachable).
-    """
-    found = []
-    for deb in sorted(Path("/var/cache/apt/archives").glob("*.deb"), key=lambda p: p.stat().st_size)[:40]:
-        digest = _published_sha256(deb)
-        if digest and hashlib.sha256(deb.read_bytes()).hexdigest() == digest:
-            found.append((deb, digest))
-        if len(found) == 2:
-            return found
-    where = tmp_path_factory.mktemp("debs")
-    subprocess.run(["apt-get", "download", "hello", "sl"], cwd=where, check=True, capture_output=True)
-    return [(deb, _published_sha256(deb)) for deb in sorted(where.glob("*.deb"))]
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        self.server.requests.append(self.path)
+    """Two real Debian packages with the sha256 Debian publishes for them: the artifact tests' real files."""
+    return real_debian_debs(tmp_path_factory.mktemp("debs"))
 
 
 @pytest.fixture
@@ -106,11 +70,5 @@ def http_root(tmp_path):
     """A local HTTP server (loopback) serving tmp_path/www; yields (base_url, root, requests)."""
     root = tmp_path / "www"
     root.mkdir()
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root, server.requests
-    server.shutdown()
-    server.server_close()
+    with serve_directory(root) as (url, requests):
+        yield url, root, requests

@@ -28,8 +28,11 @@ for s in "$@"; do
   printf '%-20s %-6s %s\n' "$s" "$([ "$rc" -eq 0 ] && echo ok || echo FAILED)" "$secs"
   if [ "$rc" -ne 0 ]; then
     status=1
+    # The failing task first (the tail alone is mostly molecule's destroy step), then the tail.
+    echo "---- failed tasks in $logs/$s.log"
+    sed 's/\x1b\[[0-9;]*m//g' "$logs/$s.log" | grep -B 12 -A 25 -E 'fatal: |failed: \[|FAILED!|ERROR! ' | head -n 160
     echo "---- last lines of $logs/$s.log"
-    sed 's/\x1b\[[0-9;]*m//g' "$logs/$s.log" | grep -vE '^\s*│\s*$' | tail -n 80
+    sed 's/\x1b\[[0-9;]*m//g' "$logs/$s.log" | grep -vE '^\s*│\s*$' | tail -n 40
   fi
 done
 exit "$status"

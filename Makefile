@@ -78,7 +78,7 @@ unit: setup ## unit tests (no containers)
 	$(BIN)/pytest tests/unit --ignore=tests/unit/testcases $(PYTEST_ARGS)
 	$(BIN)/pytest tests/unit/testcases $(PYTEST_ARGS)
 
-molecule: setup ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
+molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
 	@# The lab first: its bridge, package proxy, base image and key are what every scenario's nodes use.
 	@mkdir -p .cache; $(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) > .cache/lab-up.log \
 	  || { tail -n 40 .cache/lab-up.log; exit 1; }

@@ -25,8 +25,8 @@ lint-packer: setup ## packer fmt -check and packer validate of every build (Pack
 	$(PACKER) fmt -check packer
 	$(PACKER) validate $(PACKER_VARS) packer
 
-image-local: setup ## build the local Debian 12 image (LXC) into $(LOCAL_IMAGE)
-	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) packer
+image-local: setup wheelhouse ## build the local Debian 12 image (LXC) into $(LOCAL_IMAGE)
+	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) packer
 	@echo "image-local: $(LOCAL_IMAGE)"
 
 image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu)

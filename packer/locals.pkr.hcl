@@ -22,6 +22,7 @@ locals {
     "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
     "-e", "artifact_allow_unverified=${var.artifact_allow_unverified}",
     "-e", "image_output_dir=${abspath(var.output_dir)}",
+    "-e", "pytorch_wheelhouse=${var.wheelhouse}",
   ]
 
   ubuntu_owner    = "099720109477"

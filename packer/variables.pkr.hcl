@@ -129,6 +129,12 @@ variable "skip_credential_validation" {
 
 # ---------------------------------------------------------------- local (LXC) image
 
+variable "wheelhouse" {
+  type        = string
+  default     = ""
+  description = "Controller directory of wheels (make wheelhouse) the pytorch role installs from with --no-index; empty: the stack's wheel and the package index."
+}
+
 variable "local_flavour" {
   type        = string
   default     = "slurm-gpu"

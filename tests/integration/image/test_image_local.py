@@ -53,6 +53,11 @@ def test_image_json_records_the_stack_read_from_the_system(local_image):
         == stack["components"]["slurm"]["by_os"]["debian-12"]["version"]
     )
     assert "base" in manifest["roles"]
+    # Base, Slurm and a CPU PyTorch at least (the floor), each read from the built system.
+    assert {"base", "slurm", "pytorch"} <= set(manifest["roles"])
+    assert manifest["components"]["slurm"]["matches"] is True
+    pytorch = manifest["components"]["pytorch"]
+    assert pytorch == {"pinned": "2.13.0", "installed": "2.13.0+cpu", "matches": True}
     assert manifest["build_time"].endswith("Z")
     # Copied out beside Packer's manifest, byte for byte the one in the image.
     assert json.loads((outdir / "image.json").read_text()) == manifest
@@ -73,5 +78,6 @@ def test_selfcheck_report_passed_and_explains_skips(local_image):
     for name in ("no-ssh-host-keys", "no-shell-history", "no-cloud-init-state", "free-disk"):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["gpu"]["status"] == "skip" and "no NVIDIA GPU" in checks["gpu"]["detail"]
+    assert checks["version:pytorch"]["status"] == "pass" and checks["version:slurm"]["status"] == "pass"
     # The stack check ran first, in the same build.
     assert stdout.index("Check the stack against every rule") < stdout.index("Record what the image holds")

@@ -64,3 +64,8 @@ def test_lab_node_boots_from_the_image_and_reads_image_json(booted_node):
     keys = ssh("ls", "/etc/ssh/")
     assert "ssh_host_ed25519_key" in keys.stdout
     assert ssh("test", "-s", "/etc/machine-id").returncode == 0, "systemd gave the node a machine id"
+    # The image's CPU PyTorch computes on the booted node, and its Slurm tools are installed.
+    probe = "'import torch; print(torch.__version__, int(torch.ones(3).sum()))'"
+    torch = ssh("/opt/trainstack/venv/bin/python", "-c", probe)
+    assert torch.stdout.strip() == "2.13.0+cpu 3", torch.stderr
+    assert ssh("sinfo", "--version").stdout.startswith("slurm ")

@@ -20,6 +20,7 @@ import os
 import posixpath
 import shutil
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -212,6 +213,8 @@ def fetch(
     allow_unverified: bool = False,
     timeout: float = 60.0,
     check_mode: bool = False,
+    attempts: int = 3,
+    retry_pause: float = 5.0,
 ) -> FetchResult:
     """Download one artifact to `dest`, verified against the stack's or the lock's sha256.
 
@@ -233,8 +236,9 @@ def fetch(
     directory = os.path.dirname(os.path.abspath(dest))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".artifact-")
+    os.close(fd)
     try:
-        actual, size = _download(source, fd, timeout)
+        actual, size = _download_retrying(source, tmp, timeout, attempts, retry_pause)
         if expected and actual != expected:
             raise ChecksumMismatchError(name, source, expected, actual)
         os.replace(tmp, dest)
@@ -244,11 +248,27 @@ def fetch(
     return FetchResult(name, dest, source, actual, size, expected is not None, True)
 
 
-def _download(source: str, fd: int, timeout: float) -> tuple[str, int]:
-    """Stream source into fd, hashing as it goes; returns (sha256, bytes)."""
+def _download_retrying(
+    source: str, path: str, timeout: float, attempts: int, pause: float
+) -> tuple[str, int]:
+    """Download with a few tries: vendor CDNs and proxies drop connections now and then, and a build that
+    fails on one reset wastes the whole image. Local files (file://) fail the same way every time: one try."""
+    tries = 1 if source.startswith("file://") else max(1, attempts)
+    for attempt in range(1, tries + 1):
+        try:
+            return _download(source, path, timeout)
+        except ArtifactError as exc:
+            if attempt == tries:
+                raise ArtifactError(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from exc
+            time.sleep(pause * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _download(source: str, path: str, timeout: float) -> tuple[str, int]:
+    """Stream source into path (truncating it), hashing as it goes; returns (sha256, bytes)."""
     digest = hashlib.sha256()
     size = 0
-    with os.fdopen(fd, "wb") as out, _open_source(source, timeout) as stream:
+    with open(path, "wb") as out, _open_source(source, timeout) as stream:
         for chunk in iter(lambda: stream.read(CHUNK), b""):
             digest.update(chunk)
             out.write(chunk)

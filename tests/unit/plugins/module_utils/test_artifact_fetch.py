@@ -4,8 +4,11 @@ The server is a stand-in for a vendor/mirror host; the files and their sha256 ar
 the signed Packages index), so a pass means the bytes really were verified.
 """
 
+import hashlib
+import http.server
 import json
 import shutil
+import threading
 
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch as af
@@ -107,8 +110,50 @@ def test_file_mirror_and_upload(debian_debs, tmp_path):
 
 
 def test_unreachable_source_names_it(tmp_path):
-    with pytest.raises(af.ArtifactError, match=r"cannot download http://127\.0\.0\.1:9/"):
-        af.fetch("x", "http://127.0.0.1:9/x.tar.gz", str(tmp_path / "x"), sha256="a" * 64, timeout=5)
+    with pytest.raises(af.ArtifactError, match=r"cannot download http://127\.0\.0\.1:9/.*after 2 attempts"):
+        af.fetch(
+            "x",
+            "http://127.0.0.1:9/x.tar.gz",
+            str(tmp_path / "x"),
+            sha256="a" * 64,
+            timeout=5,
+            attempts=2,
+            retry_pause=0,
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dropped_first_request_is_retried(tmp_path):
+    """A proxy or CDN that fails once (here: a loopback server answering 503 to its first request) costs one
+    retry, not the build; the bytes that arrive are still checked."""
+    payload = b"artifact bytes " * 1000
+    calls = []
+
+    class FlakyOnce(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            calls.append(self.path)
+            if len(calls) == 1:
+                self.send_error(503, "try again")
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FlakyOnce)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/a.bin"
+        digest = hashlib.sha256(payload).hexdigest()
+        result = af.fetch("a", url, str(tmp_path / "a.bin"), sha256=digest, retry_pause=0)
+    finally:
+        server.shutdown()
+    assert result.changed and result.verified and (tmp_path / "a.bin").read_bytes() == payload
+    assert len(calls) == 2
 
 
 def test_corrupt_lock_is_an_error(tmp_path):

@@ -265,12 +265,27 @@ def _download_retrying(
 
 
 def _download(source: str, path: str, timeout: float) -> tuple[str, int]:
-    """Stream source into path (truncating it), hashing as it goes; returns (sha256, bytes)."""
+    """Stream source into path (truncating it), hashing as it goes; returns (sha256, bytes).
+
+    http.client ends a body early without an error when the connection drops (it does not raise
+    IncompleteRead from read(n)), which would surface as a checksum mismatch; the length the server announced
+    is checked here instead, so a cut transfer is reported as one, and retried.
+    """
     digest = hashlib.sha256()
     size = 0
     with open(path, "wb") as out, _open_source(source, timeout) as stream:
+        announced = _announced_length(stream)
         for chunk in iter(lambda: stream.read(CHUNK), b""):
             digest.update(chunk)
             out.write(chunk)
             size += len(chunk)
+        if announced is not None and size != announced:
+            raise ArtifactError(f"cannot download {source}: transfer cut short ({size} of {announced} bytes)")
     return digest.hexdigest(), size
+
+
+def _announced_length(stream: Any) -> int | None:
+    """Content-Length of an HTTP(S) or file:// response; None where the source does not say."""
+    headers = getattr(stream, "headers", None)
+    value = headers.get("Content-Length") if headers is not None else None
+    return int(value) if value is not None and str(value).isdigit() else None

@@ -123,21 +123,26 @@ def test_unreachable_source_names_it(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_dropped_first_request_is_retried(tmp_path):
-    """A proxy or CDN that fails once (here: a loopback server answering 503 to its first request) costs one
-    retry, not the build; the bytes that arrive are still checked."""
+@pytest.mark.parametrize("failure", ["503", "cut-short"])
+def test_a_failed_first_transfer_is_retried(tmp_path, failure):
+    """A proxy or CDN that fails once costs one retry, not the build. 'cut-short' is what CI saw: the body
+    stops early with no error from http.client, which used to surface as a checksum mismatch."""
     payload = b"artifact bytes " * 1000
     calls = []
 
     class FlakyOnce(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             calls.append(self.path)
-            if len(calls) == 1:
+            if len(calls) == 1 and failure == "503":
                 self.send_error(503, "try again")
                 return
             self.send_response(200)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
+            if len(calls) == 1:
+                self.wfile.write(payload[: len(payload) // 3])
+                self.close_connection = True
+                return
             self.wfile.write(payload)
 
         def log_message(self, *args):
@@ -146,9 +151,13 @@ def test_a_dropped_first_request_is_retried(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FlakyOnce)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/a.bin"
+    digest = hashlib.sha256(payload).hexdigest()
     try:
-        url = f"http://127.0.0.1:{server.server_port}/a.bin"
-        digest = hashlib.sha256(payload).hexdigest()
+        if failure == "cut-short":
+            with pytest.raises(af.ArtifactError, match=r"transfer cut short \(5000 of 15000 bytes\)"):
+                af.fetch("a", url, str(tmp_path / "a.bin"), sha256=digest, attempts=1)
+            calls.clear()
         result = af.fetch("a", url, str(tmp_path / "a.bin"), sha256=digest, retry_pause=0)
     finally:
         server.shutdown()

@@ -12,6 +12,8 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 COLLECTION_LINK := $(ANSIBLE_COLLECTIONS_PATH)/ansible_collections/trainstack/cluster
 LAB_NODES   ?= 3
+# Root filesystem tarball the lab's nodes are made from (empty: the cached debootstrap base).
+LAB_BASE_IMAGE ?=
 PYTEST_ARGS ?=
 
 # Each area adds to these in its mk/*.mk: molecule scenarios and lint steps run by make test.
@@ -53,7 +55,8 @@ build: setup ## build trainstack-cluster-<version>.tar.gz into build/
 # ---------------------------------------------------------------- lab
 .PHONY: lab-up lab-status lab-down
 lab-up: setup ## start the local LXC lab (LAB_NODES=3: one head, rest compute)
-	$(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES)
+	$(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) \
+	  $(if $(LAB_BASE_IMAGE),-e lab_base_image=$(LAB_BASE_IMAGE))
 
 lab-status: setup ## show lab nodes, their systemd state and addresses
 	$(BIN)/ansible-playbook trainstack.cluster.lab_status
@@ -94,8 +97,13 @@ test-slow: setup ## slow suites kept out of make test
 
 # ---------------------------------------------------------------- demo
 .PHONY: demo
-demo: setup wheelhouse ## lab cluster + Slurm, then FSDP on two nodes; prints the results table
-	$(BIN)/ansible-playbook trainstack.cluster.demo -i inventories/local -e lab_node_count=$(LAB_NODES)
+# The demo builds the local image (base, Slurm, CPU PyTorch), makes the lab's nodes from it, and trains with the
+# image's own PyTorch. DEMO_IMAGE=0 skips the image: debootstrap nodes and a test-case virtualenv instead.
+DEMO_IMAGE ?= 1
+demo: setup wheelhouse $(if $(filter 1,$(DEMO_IMAGE)),image-local) ## build the local image, lab cluster on it + Slurm, FSDP on two nodes; prints the results
+	$(BIN)/ansible-playbook trainstack.cluster.demo -i inventories/local -e lab_node_count=$(LAB_NODES) \
+	  $(if $(filter 1,$(DEMO_IMAGE)),-e lab_base_image=$(LOCAL_IMAGE) -e training_job_venv=false \
+	    -e training_job_python=/opt/trainstack/venv/bin/python)
 
 
 # ---------------------------------------------------------------- docs

@@ -67,3 +67,13 @@ def test_stack_has_one_wheel_per_os_tag_and_arch(stack_path: Path, name: str) ->
             assert wheel["url"].endswith(f"_{arch}.whl") and len(wheel["sha256"] or "") == 64
             assert f"torch-{pytorch['version']}" in wheel["url"].replace("%2B", "+")
             assert ("%2Bcpu" in wheel["url"]) == (pytorch.get("variant") == "cpu")
+
+
+def test_current_stack_pins_what_the_test_cases_need_beside_torch() -> None:
+    """The image's virtualenv runs the catalog's PyTorch test cases as they are (make demo does): its torch
+    and extra packages must be the versions the test cases' manifests require."""
+    stack = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())["components"]["pytorch"]
+    image = {f"torch=={stack['version']}", *stack["extra_packages"]}
+    for manifest in sorted((REPO / "testcases" / "pytorch").glob("*/testcase.yml")):
+        required = set(yaml.safe_load(manifest.read_text())["requirements"])
+        assert required <= image, f"{manifest.parent.name} needs {sorted(required - image)}"

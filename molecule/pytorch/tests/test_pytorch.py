@@ -1,4 +1,5 @@
-"""Verifier for roles/pytorch: torch of the stack's version computes in the image's virtualenv, on both nodes."""
+"""Verifier for roles/pytorch: torch of the stack's version computes in the image's virtualenv, on both
+nodes."""
 
 import json
 
@@ -20,7 +21,7 @@ def test_torch_computes_and_all_reduces(host):
         "dist.init_process_group('gloo', store=store, rank=0, world_size=1)\n"
         "t = torch.ones(3); dist.all_reduce(t); print(int(t.sum()))\n"
     )
-    assert host.check_output(f"{VENV_PY} -c \"{script}\"") == "3"
+    assert host.check_output(f'{VENV_PY} -c "{script}"') == "3"
 
 
 def test_extra_packages_installed(host):
@@ -43,7 +44,7 @@ def test_no_wheelhouse_left_behind(host):
 
 
 def test_wheel_came_the_way_the_node_was_told(host):
-    """Node 2 fetched the stack's wheel through the artifact layer (kept, checksummed); node 1 never used it."""
+    """Node 2 fetched the stack's wheel through the artifact layer (kept, checksummed); node 1 did not."""
     wheel = host.file(
         "/var/cache/trainstack/artifacts/torch-cpu-cp311-x86_64/"
         "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"

@@ -28,7 +28,8 @@ name: stack_versions
 short_description: Component versions of a stack for one OS and architecture
 """
 
-_VERSION_RE = re.compile(r"\d+(?:\.\d+)+")
+# A dotted release and, right after it, a local build label (torch's "2.13.0+cpu"), kept: it says which build.
+_VERSION_RE = re.compile(r"\d+(?:\.\d+)+(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?")
 _OS_PREFIX = {"amazon": "amzn", "ubuntu": "ubuntu", "debian": "debian", "redhat": "rhel", "rocky": "rocky"}
 
 
@@ -79,7 +80,8 @@ def stack_version_matches(installed: Any, pinned: Any) -> bool:
 
 
 def stack_first_version(text: Any) -> str | None:
-    """First dotted number in a probe's output ('slurm 22.05.8' -> '22.05.8'), None when there is none."""
+    """First dotted number in a probe's output ('slurm 22.05.8' -> '22.05.8', '2.13.0+cpu' kept whole), None
+    when there is none."""
     match = _VERSION_RE.search(str(text or ""))
     return match.group(0) if match else None
 

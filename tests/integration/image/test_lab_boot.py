@@ -69,4 +69,4 @@ def test_lab_node_boots_from_the_image_and_reads_image_json(booted_node):
     torch = ssh("/opt/trainstack/venv/bin/python", "-c", probe)
     assert torch.stdout.strip() == "2.13.0+cpu 3", torch.stderr
     # slurmd -V reads no configuration (the image's Slurm is installed, not configured: sinfo would fail).
-    assert ssh("slurmd", "-V").stdout.startswith("slurm ")
+    assert ssh("slurmd", "-V").stdout.split()[-1] == manifest["components"]["slurm"]["installed"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch.distributed as dist
@@ -20,5 +21,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def leave(code: int) -> None:
+    """Exit once output is flushed, without the interpreter's teardown.
+
+    Why: on a loaded host torch's C++ teardown can abort a finished rank at interpreter exit ("terminate
+    called without an active exception": a distributed worker thread still joinable), which torchrun then
+    reports as a failed run although every step ran and the summary is written. Only a run that returned
+    normally leaves this way; an exception takes the normal path and its traceback.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -117,11 +117,8 @@ def _torchrun(args, env, tmp_path, name):
     cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"]
     cmd += [str(FSDP_DIR / "train.py"), *args, "--summary-json", str(summary)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
-    # Seen on the loaded 2-core CI host: a rank aborts in C++ teardown ("terminate called without an active
-    # exception") after training finished and rank 0 wrote the summary. That is torch's exit path, not the run
-    # under test; anything else that fails, or a missing summary, still fails the test.
-    teardown_abort = "terminate called without an active exception" in proc.stderr and summary.exists()
-    assert proc.returncode == 0 or teardown_abort, proc.stderr[-3000:]
+    # train.py leaves with os._exit once done (torch's C++ teardown used to abort finished ranks under load).
+    assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = [
         json.loads(line[len(METRIC_PREFIX) :])
         for line in proc.stdout.splitlines()

@@ -61,22 +61,32 @@ def init_ansible_plugins() -> None:
     _AnsibleCollectionFinder._trainstack_initialised = True
 
 
+# How tests and benchmarks reach lab nodes: root over SSH with the lab key; node host keys are made per boot.
+LAB_SSH = [
+    "ssh",
+    "-i",
+    str(LAB_KEY),
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "ConnectTimeout=10",
+    "-o",
+    "LogLevel=ERROR",
+]
+
+
+def lab_ssh(address: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run a command on a lab node over SSH and return the finished process (text output, never raises)."""
+    return subprocess.run(
+        [*LAB_SSH, f"root@{address}", *command], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def on_lab_node(command: str, address: str = "10.77.0.11", *, check: bool = True) -> str:
     """Run a shell command on a lab node (the head node by default) over SSH with the lab key, as users do."""
-    ssh = [
-        "ssh",
-        "-i",
-        str(LAB_KEY),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        f"root@{address}",
-        command,
-    ]
-    proc = subprocess.run(ssh, capture_output=True, text=True, timeout=120, check=False)
+    proc = lab_ssh(address, command)
     if check and proc.returncode != 0:
         raise AssertionError(f"{command!r} on {address} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout.strip()

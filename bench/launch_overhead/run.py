@@ -22,26 +22,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from tests.support import VENV_BIN, ansible_env  # noqa: E402
+from tests.support import LAB_SSH, VENV_BIN, ansible_env  # noqa: E402
 
 HEAD = "root@10.77.0.11"
-SSH = [
-    "ssh",
-    "-i",
-    "/var/lib/trainstack/lab/ssh/id_ed25519",
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "ControlMaster=auto",
-    "-o",
-    "ControlPath=/tmp/ts-bench-%r@%h",
-    "-o",
-    "ControlPersist=300",
-]
+# One multiplexed connection for the ~50 ms squeue polls.
+SSH = [*LAB_SSH, "-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/ts-bench-%r@%h"]
+SSH += ["-o", "ControlPersist=300"]
 
 
 def on_head(command: str) -> str:

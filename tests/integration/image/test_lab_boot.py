@@ -2,11 +2,10 @@
 /etc/trainstack/image.json is the one the build wrote."""
 
 import json
-import subprocess
 
 import pytest
 
-from tests.support import LAB_KEY, VENV_BIN, run
+from tests.support import VENV_BIN, lab_ssh, run
 
 from .conftest import FLAVOUR, STACK
 
@@ -16,27 +15,7 @@ HERE = "tests/integration/image"
 
 
 def ssh(*command):
-    return subprocess.run(
-        [
-            "ssh",
-            "-i",
-            str(LAB_KEY),
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "ConnectTimeout=10",
-            "-o",
-            "LogLevel=ERROR",
-            f"root@{ADDRESS}",
-            *command,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return lab_ssh(ADDRESS, *command, timeout=60)
 
 
 @pytest.fixture

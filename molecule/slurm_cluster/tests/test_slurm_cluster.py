@@ -73,3 +73,20 @@ def test_pending_job_survives_controller_restart(head):
     assert _wait_for(lambda: _job_state(head, job_id) == "", timeout=60)
     state = head.check_output(f"sacct --noheader --parsable2 -X -j {job_id} --format=State")
     assert state.strip() == "COMPLETED"
+
+
+def test_controller_outlasts_slurmdbd_coming_up_late(head):
+    # A head killed before slurmctld first saved its TRES state boots with no state files; if slurmctld then
+    # starts before slurmdbd listens, it exits ("we have no TRES from it"), as a cold-started lab head did.
+    # Recreate that: no saved TRES/association state, slurmdbd down. The role promises that systemd retries.
+    state = "/var/lib/slurm/slurmctld"
+    head.check_output("systemctl stop slurmctld slurmdbd")
+    head.check_output(f"mkdir -p /root/ctld && mv {state}/last_tres* {state}/assoc_mgr_state* /root/ctld/")
+    head.run("systemctl start slurmctld")
+    log_tail = "tail -n 5 /var/log/slurm/slurmctld.log"
+    assert _wait_for(lambda: "no TRES" in head.check_output(log_tail), timeout=30)
+    assert head.run("scontrol ping").rc != 0
+    head.check_output("systemctl start slurmdbd")
+    assert _wait_for(lambda: head.run("scontrol ping").rc == 0, timeout=60)
+    assert _wait_for(lambda: "idle" in head.check_output("sinfo --noheader"), timeout=60)
+    assert head.check_output("systemctl show slurmctld --property=NRestarts") != "NRestarts=0"

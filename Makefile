@@ -83,7 +83,7 @@ unit: setup ## unit tests (no containers)
 
 molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
 	@# The lab first: its bridge, package proxy, base image and key are what every scenario's nodes use.
-	@mkdir -p .cache; $(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) > .cache/lab-up.log \
+	@mkdir -p .cache; $(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) -e lab_recreate_failed=true > .cache/lab-up.log \
 	  || { tail -n 40 .cache/lab-up.log; exit 1; }
 	scripts/run-molecule.sh $(MOLECULE_SCENARIOS)
 

@@ -88,7 +88,7 @@ molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS
 	scripts/run-molecule.sh $(MOLECULE_SCENARIOS)
 
 integration: setup ## integration tests (lab, moto, packer)
-	$(BIN)/pytest tests/integration -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "not slow" --durations=12 $(PYTEST_ARGS)
 
 test: lint unit molecule integration ## everything CI runs
 

@@ -40,8 +40,9 @@ def _shims(tmp: Path, smi: bool = True) -> Path:
     return bin_dir
 
 
-def _verify(tmp: Path, bin_dir: Path, *extra: str):
-    env = ansible_env(PATH=f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}")
+def _verify(tmp: Path, bin_dir: Path, *extra: str, nccl: str = "nccl_verify_required=false", **env: str):
+    """Run the verify playbook under --check with the shims first on PATH (NCCL not required unless asked)."""
+    path = f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
     cmd = [
         str(REPO / ".venv" / "bin" / "ansible-playbook"),
         "-i",
@@ -52,13 +53,13 @@ def _verify(tmp: Path, bin_dir: Path, *extra: str):
         "-e",
         f"ansible_python_interpreter={REPO / '.venv' / 'bin' / 'python'}",
         "-e",
-        "nccl_verify_required=false",
+        nccl,
         "-e",
         f"verify_nvidia_report={tmp / 'report.json'}",
         str(REPO / "playbooks" / "verify_nvidia.yml"),
         *extra,
     ]
-    return run(cmd, check=False, env=env)
+    return run(cmd, check=False, env=ansible_env(PATH=path, **env))
 
 
 def test_facts_parsed_and_reported(tmp_path: Path) -> None:
@@ -116,26 +117,11 @@ def test_nccl_found_in_python_packages(tmp_path: Path) -> None:
     source = tmp_path / "nccl.c"
     source.write_text("int ncclGetVersion(int *v) { *v = 22809; return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib_dir / "libnccl.so.2"), str(source)], check=True)
-    bin_dir = _shims(tmp_path)
-    env_path = f"{bin_dir}:{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
-    proc = run(
-        [
-            str(REPO / ".venv" / "bin" / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "--check",
-            "-e",
-            f"ansible_python_interpreter={REPO / '.venv' / 'bin' / 'python'}",
-            "-e",
-            "nccl_verify_expected_version=2.28.9",
-            "-e",
-            f"verify_nvidia_report={tmp_path / 'report.json'}",
-            str(REPO / "playbooks" / "verify_nvidia.yml"),
-        ],
-        check=False,
-        env=ansible_env(PATH=env_path, PYTHONPATH=str(tmp_path / "site")),
+    proc = _verify(
+        tmp_path,
+        _shims(tmp_path),
+        nccl="nccl_verify_expected_version=2.28.9",
+        PYTHONPATH=str(tmp_path / "site"),
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     nccl = json.loads((tmp_path / "report.json").read_text())["nccl"]

@@ -17,6 +17,21 @@ def launch(*extra: str, check: bool = True) -> subprocess.CompletedProcess:
     return playbook("launch_training", "-i", "inventories/local", *extra, check=check, timeout=1200)
 
 
+def fsdp_on_both_nodes(name: str, *extra: str) -> list[str]:
+    """launch_training arguments: pytorch/fsdp on the lab's two compute nodes, results on the shared dir."""
+    return [
+        "-e",
+        "training_job_testcase=pytorch/fsdp",
+        "-e",
+        "training_job_nodes=2",
+        "-e",
+        f"training_job_name={name}",
+        "-e",
+        f"training_job_results_dir={SHARED.parent}/results",
+        *extra,
+    ]
+
+
 def results_dir(output: str) -> Path:
     match = re.search(r"^\s*- results\s+(/\S+)", output, re.M)
     assert match, output[-3000:]

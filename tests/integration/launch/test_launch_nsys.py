@@ -16,11 +16,10 @@ import pytest
 
 from tests.support import on_lab_node
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import SHARED, fsdp_on_both_nodes, launch, nothing_submitted, results_dir
 
 pytestmark = pytest.mark.lab
 COMPUTE = ["10.77.0.12", "10.77.0.13"]
-FSDP_2N = ["-e", "training_job_testcase=pytorch/fsdp", "-e", "training_job_nodes=2"]
 
 
 @pytest.fixture
@@ -38,13 +37,7 @@ def standin_nsys(lab_ready: None):
 def test_only_the_chosen_rank_is_profiled_and_its_report_fetched(standin_nsys: None) -> None:
     name = f"it-nsys-{os.getpid()}"
     proc = launch(
-        *FSDP_2N,
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        '{"training_job_nsys_ranks": [1], "training_job_nsys_delay": 2}',
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
+        *fsdp_on_both_nodes(name, "-e", '{"training_job_nsys_ranks": [1], "training_job_nsys_delay": 2}')
     )
     out = results_dir(proc.stdout)
     assert sorted(p.name for p in (out / "nsys").iterdir()) == ["rank1.nsys-rep"]
@@ -70,7 +63,7 @@ def test_only_the_chosen_rank_is_profiled_and_its_report_fetched(standin_nsys: N
 def test_unprofilable_request_submits_nothing(lab_ready: None, ranks: str, message: str) -> None:
     name = f"it-nsys-bad-{os.getpid()}"
     request = f'{{"training_job_nsys_ranks": {ranks}}}'
-    proc = launch(*FSDP_2N, "-e", f"training_job_name={name}", "-e", request, check=False)
+    proc = launch(*fsdp_on_both_nodes(name, "-e", request), check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert nothing_submitted(name)

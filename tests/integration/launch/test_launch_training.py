@@ -13,23 +13,14 @@ import pytest
 
 from tests.support import ansible_env, on_lab_node
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import SHARED, fsdp_on_both_nodes, launch, nothing_submitted, results_dir
 
 pytestmark = pytest.mark.lab
 
 
 def test_fsdp_on_two_nodes(lab_ready: None) -> None:
     name = f"it-fsdp-{os.getpid()}"
-    proc = launch(
-        "-e",
-        "training_job_testcase=pytorch/fsdp",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
-    )
+    proc = launch(*fsdp_on_both_nodes(name))
     out = results_dir(proc.stdout)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2
@@ -72,18 +63,7 @@ def test_bad_request_submits_nothing(lab_ready: None, extra: list[str], message:
 
 def test_lost_node_fails_the_launch_and_a_relaunch_resumes(lab_ready: None) -> None:
     name = f"it-resume-{os.getpid()}"
-    common = [
-        "-e",
-        "training_job_testcase=pytorch/fsdp",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        "training_job_checkpoint_every=5",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
-    ]
+    common = fsdp_on_both_nodes(name, "-e", "training_job_checkpoint_every=5")
     first = subprocess.Popen(  # the launch that loses a node
         [
             str(Path(".venv/bin/ansible-playbook").resolve()),

@@ -11,8 +11,11 @@ Variants:
   hf_fsdp2    the same model wrapped the way the usual FSDP test cases do: fully_shard per decoder layer and
               root, MixedPrecisionPolicy(bf16 params, fp32 reduce), no autocast.
   hf_compile  hf_eager under torch.compile (whole model).
-  ours        testcases/pytorch/fsdp exactly as its entrypoint builds it (FSDP2, per-block compile,
-              fused linear cross-entropy, fused AdamW), the SDPA backend chosen by a quick probe.
+  ours        testcases/pytorch/fsdp exactly as its entrypoint builds it for one process (per-block
+              compile, fused linear cross-entropy, bf16 parameters over fp32 master weights updated by
+              one compiled AdamW kernel per tensor; FSDP2 only shards when there are several processes),
+              the SDPA backend chosen by a quick probe. ``--ours-variant fsdp:fsdp=true`` runs the same
+              model through FSDP2 on the one GPU (fused AdamW on its fp32 shards), to show what it costs.
   ours_<tag>  ours with TrainConfig overrides (``--ours-variant tag:key=value,key=value``), for ablations.
 
 FLOPs per token, the same for every variant: ``6 * N + 12 * n_layers * dim * seq_len`` (N = unique

@@ -53,14 +53,21 @@ def test_loss_logits_and_grads_match_hugging_face(dtype, tol, tied):
     assert abs(loss.item() - ref.item()) <= tol * ref.item()
     with torch.no_grad():
         assert torch.allclose(ours(inputs), hf_logits, rtol=0, atol=tol * 10)
+    q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    qkv_grad = ours.layers["0"].attention.wqkv.weight.grad
+    w13_grad = ours.layers["1"].feed_forward.w13.weight.grad
+    attn, mlp = hf.model.layers[0].self_attn, hf.model.layers[1].mlp
     pairs = [
-        (ours.tok_embeddings.weight, hf.model.embed_tokens.weight),
-        (ours.layers["0"].attention.wq.weight, hf.model.layers[0].self_attn.q_proj.weight),
-        (ours.layers["1"].feed_forward.w1.weight, hf.model.layers[1].mlp.gate_proj.weight),
-        (ours.norm.weight, hf.model.norm.weight),
+        (ours.tok_embeddings.weight.grad, hf.model.embed_tokens.weight.grad),
+        (qkv_grad[:q_rows], attn.q_proj.weight.grad),
+        (qkv_grad[q_rows + kv_rows :], attn.v_proj.weight.grad),
+        (w13_grad[: cfg.ffn_dim], mlp.gate_proj.weight.grad),
+        (w13_grad[cfg.ffn_dim :], mlp.up_proj.weight.grad),
+        (ours.norm.weight.grad, hf.model.norm.weight.grad),
     ]
     for mine, theirs in pairs:
-        assert (mine.grad - theirs.grad).norm() <= tol * 10 * theirs.grad.norm()
+        assert mine.shape == theirs.shape
+        assert (mine - theirs).norm() <= tol * 10 * theirs.norm()
 
 
 def test_rope_scaling_matches_hugging_face_frequencies():
@@ -75,13 +82,64 @@ def test_a_wrong_weight_is_detected():
     cfg, hf, ours = _pair(False, torch.float64)
     inputs, targets = _batch(cfg)
     with torch.no_grad():
-        ours.layers["1"].attention.wv.weight[0, 0] += 0.5
+        v_row = (cfg.n_heads + cfg.n_kv_heads) * cfg.head_dim
+        ours.layers["1"].attention.wqkv.weight[v_row, 0] += 0.5
         ref = torch.nn.functional.cross_entropy(hf(input_ids=inputs).logits.flatten(0, 1), targets.flatten())
         assert abs(ours(inputs, targets).item() - ref.item()) > 1e-6
 
 
 def test_state_dict_names_round_trip():
     cfg, hf, ours = _pair(False, torch.float32)
-    converted = to_hf(ours.state_dict())
+    converted = to_hf(ours.state_dict(), cfg)
     assert set(converted) == set(hf.state_dict())
     assert set(from_hf(converted, cfg)) == set(ours.state_dict())
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_conversion_round_trips_exactly_in_hugging_face_shapes(tied):
+    """Splitting and concatenating the fused weights loses nothing, and the parts land in HF's places."""
+    cfg = dataclasses.replace(MODEL_CONFIGS["tiny"], tie_embeddings=tied)
+    ours = Transformer(cfg)
+    ours.init_weights(seed=3)
+    state = ours.state_dict()
+    converted = to_hf(state, cfg)
+    hf_state = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf_config_kwargs(cfg))).state_dict()
+    assert {k: v.shape for k, v in converted.items()} == {k: v.shape for k, v in hf_state.items()}
+    back = from_hf(converted, cfg)
+    assert set(back) == set(state)
+    assert all(torch.equal(back[name], tensor) for name, tensor in state.items())
+
+
+def test_conversion_splits_in_query_key_value_and_gate_up_order():
+    """Each fused row block goes to the right HF projection, so a swapped split order cannot pass."""
+    cfg = MODEL_CONFIGS["tiny"]
+    ours = Transformer(cfg)
+    ours.init_weights(seed=4)
+    converted = to_hf(ours.state_dict(), cfg)
+    attention, feed_forward = ours.layers["1"].attention, ours.layers["1"].feed_forward
+    q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    expected = {
+        "self_attn.q_proj": attention.wqkv.weight[:q_rows],
+        "self_attn.k_proj": attention.wqkv.weight[q_rows : q_rows + kv_rows],
+        "self_attn.v_proj": attention.wqkv.weight[q_rows + kv_rows :],
+        "mlp.gate_proj": feed_forward.w13.weight[: cfg.ffn_dim],
+        "mlp.up_proj": feed_forward.w13.weight[cfg.ffn_dim :],
+    }
+    for hf_name, rows in expected.items():
+        assert torch.equal(converted[f"model.layers.1.{hf_name}.weight"], rows)
+
+
+def test_a_checkpoint_lacking_a_part_fails_naming_it():
+    cfg = MODEL_CONFIGS["tiny"]
+    converted = to_hf(Transformer(cfg).state_dict(), cfg)
+    del converted["model.layers.0.self_attn.k_proj.weight"]
+    with pytest.raises(KeyError, match=r"model\.layers\.0\.self_attn\.k_proj\.weight"):
+        from_hf(converted, cfg)
+
+
+def test_a_tied_model_takes_its_missing_head_from_the_embedding():
+    cfg = dataclasses.replace(MODEL_CONFIGS["tiny"], tie_embeddings=True)
+    converted = to_hf(Transformer(cfg).state_dict(), cfg)
+    del converted["lm_head.weight"]
+    back = from_hf(converted, cfg)
+    assert back["output.weight"] is converted["model.embed_tokens.weight"]

@@ -15,10 +15,12 @@ import pytest
 import torch
 from fsdp_llama import checkpoint
 from fsdp_llama.config import TrainConfig
-from fsdp_llama.loop import Trainer, clip_into_optimizer, lr_at, train
+from fsdp_llama.loop import Trainer, clip_into_optimizer, lr_at, train, use_fsdp
 from fsdp_llama.metrics import METRIC_PREFIX
-from fsdp_llama.parallel import init_distributed
+from fsdp_llama.optim import MasterWeightAdamW
+from fsdp_llama.parallel import DistInfo, init_distributed
 from torch.distributed.checkpoint.state_dict import get_state_dict
+from torch.distributed.tensor import DTensor
 
 FSDP_DIR = Path(__file__).resolve().parents[3] / "testcases" / "pytorch" / "fsdp"
 TINY = {"config": "tiny", "batch_size": 4, "seq_len": 32, "compile": "false", "device": "cpu"}
@@ -35,6 +37,33 @@ def test_loss_decreases_on_the_fixed_synthetic_problem(gloo_world):
     assert summary.steps == 25
     assert summary.final_loss < summary.first_loss - 1.0, (summary.first_loss, summary.final_loss)
     assert summary.world_size == 1 and summary.device == "cpu" and summary.mfu is None
+
+
+@pytest.mark.parametrize(
+    ("fsdp", "precision", "sharded", "optimizer"),
+    [
+        ("auto", "fp32", False, torch.optim.AdamW),
+        ("auto", "bf16", False, MasterWeightAdamW),
+        ("true", "bf16", True, torch.optim.AdamW),
+    ],
+)
+def test_one_process_skips_sharding_unless_asked(gloo_world, fsdp, precision, sharded, optimizer):
+    """World size 1: plain parameters (bf16 ones over fp32 master weights), or FSDP2 with --fsdp true."""
+    trainer = Trainer(_cfg(fsdp=fsdp, mixed_precision=precision), init_distributed("cpu"))
+    params = list(trainer.model.parameters())
+    assert isinstance(params[0], DTensor) == sharded
+    assert type(trainer.optimizer) is optimizer
+    if not sharded:
+        assert {p.dtype for p in params} == {torch.float32 if precision == "fp32" else torch.bfloat16}
+    losses = [record["loss"] for step in range(12) if (record := trainer.step(step))]
+    assert losses[-1] < losses[0] - 0.5, losses
+
+
+def test_fsdp_false_is_refused_with_more_than_one_process():
+    info = DistInfo(rank=0, local_rank=0, world_size=2, local_world_size=2, device=torch.device("cpu"))
+    with pytest.raises(ValueError, match="--fsdp false needs a single process"):
+        use_fsdp(_cfg(fsdp="false"), info)
+    assert use_fsdp(_cfg(fsdp="auto"), info)
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():
@@ -75,15 +104,19 @@ def _full_state(trainer):
     return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).clone() for k, v in flat.items()}
 
 
-def test_checkpoint_round_trip_is_bit_exact(gloo_world, tmp_path):
-    cfg = _cfg(steps=3, checkpoint_dir=str(tmp_path), checkpoint_every=3)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("fsdp", ["auto", "true"])
+def test_checkpoint_round_trip_is_bit_exact(gloo_world, tmp_path, fsdp, precision):
+    cfg = _cfg(
+        steps=3, checkpoint_dir=str(tmp_path), checkpoint_every=3, fsdp=fsdp, mixed_precision=precision
+    )
     train(cfg)
     info = init_distributed("cpu")
     saved = Trainer(cfg, info)
     assert saved.start_step == 3
     loaded_state = _full_state(saved)
     # A fresh, never-trained trainer differs; after resuming it equals what was saved, bit for bit.
-    fresh = Trainer(_cfg(steps=3), info)
+    fresh = Trainer(_cfg(steps=3, fsdp=fsdp, mixed_precision=precision), info)
     fresh_state = _full_state(fresh)
     assert any(
         not torch.equal(fresh_state[k], loaded_state[k]) for k in loaded_state if k.startswith("model")

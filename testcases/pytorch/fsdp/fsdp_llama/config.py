@@ -120,6 +120,7 @@ class TrainConfig:
     mixed_precision: str = "auto"
     master_dtype: str = "fp32"
     reshard_after_forward: str = "auto"
+    fsdp: str = "auto"
     compile: str = "auto"
     ac: str = "none"
     attn_backend: str = "auto"
@@ -164,6 +165,7 @@ class TrainConfig:
                 "--reshard-after-forward must be auto, true or false",
             ),
             (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
+            (self.fsdp in ("auto", "true", "false"), "--fsdp must be auto, true or false"),
             (
                 not (self.checkpoint_every and not self.checkpoint_dir),
                 "--checkpoint-every needs --checkpoint-dir",
@@ -192,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = getattr(TrainConfig(), f.name)
         kind = type(default)
         option = "--" + f.name.replace("_", "-")
-        if f.name in ("compile", "reshard_after_forward"):
+        if f.name in ("compile", "reshard_after_forward", "fsdp"):
             parser.add_argument(option, type=_bool_word, default=default)
         else:
             parser.add_argument(option, type=kind, default=default)

@@ -31,6 +31,7 @@ from .metrics import (
     throughput_fields,
 )
 from .model import Transformer
+from .optim import MasterWeightAdamW
 from .parallel import (
     DistInfo,
     apply_activation_checkpointing,
@@ -64,8 +65,23 @@ def _param_dtype(cfg: TrainConfig, info: DistInfo) -> torch.dtype:
     return torch.float32
 
 
+def use_fsdp(cfg: TrainConfig, info: DistInfo) -> bool:
+    """``auto`` shards only when there is more than one process: on one device FSDP2 has nothing to shard.
+
+    ``--fsdp true`` keeps the FSDP2 path on one device too (to compare, or to test it on a laptop).
+    """
+    if cfg.fsdp == "false" and info.world_size > 1:
+        raise ValueError(f"--fsdp false needs a single process, but the world size is {info.world_size}")
+    return cfg.fsdp == "true" or info.world_size > 1
+
+
 def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
-    """Construct on the meta device, wrap (AC, compile, FSDP2), then materialise shards only."""
+    """Construct on the meta device, wrap (AC, compile, FSDP2 where sharding), then materialise.
+
+    Unsharded, the parameters are materialised in the master dtype; :func:`build_optimizer` keeps that copy
+    and moves the model to the compute dtype.
+    """
+    shard = use_fsdp(cfg, info)
     with torch.device("meta"):
         model = Transformer(cfg.model, rope_len=cfg.seq_len)
         if cfg.master_dtype == "bf16":
@@ -74,19 +90,29 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
         apply_compile(model)
-    reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
-    apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
+    if shard:
+        reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
+        apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
     model.to_empty(device=info.device)
     model.init_weights(cfg.seed)
     return model
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, info: DistInfo) -> torch.optim.Optimizer:
-    """AdamW, no decay on norm gains; fused (CUDA and CPU) so one kernel per group updates, clips and all."""
+    """AdamW, no decay on norm gains, one fused kernel per update (clipping included).
+
+    Sharded, or when the model already computes in its master dtype: PyTorch's fused AdamW. Unsharded with
+    bf16 compute over fp32 master weights: :class:`MasterWeightAdamW`, which owns the fp32 copy.
+    """
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=True)
+    betas = (cfg.beta1, cfg.beta2)
+    compute = _param_dtype(cfg, info)
+    if not use_fsdp(cfg, info) and decay[0].dtype != compute:
+        compiled = _use_compile(cfg, info)
+        return MasterWeightAdamW(groups, lr=cfg.lr, betas=betas, compute_dtype=compute, compiled=compiled)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=betas, fused=True)
 
 
 def _step_stats(loss: torch.Tensor, norm: torch.Tensor, info: DistInfo) -> torch.Tensor:
@@ -108,7 +134,9 @@ def clip_into_optimizer(
     the update; ``clip_grad_norm_`` would rewrite all gradients first (about 1 % of a 1B step on an H200).
     """
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+    # Summed in fp32 even for bf16 gradients (the unsharded path), where a bf16 norm keeps 3 digits.
+    norms = torch._foreach_norm(grads, 2.0, dtype=torch.float32)
+    norm = torch.linalg.vector_norm(torch.stack(norms))
     if isinstance(norm, DTensor):
         norm = norm.full_tensor()
     coefficient = (max_norm / (norm.float() + 1e-6)).clamp(max=1.0)
@@ -256,6 +284,8 @@ def train(cfg: TrainConfig) -> Summary:
             "compile": _use_compile(cfg, info),
             "param_dtype": str(_param_dtype(cfg, info)).removeprefix("torch."),
             "master_dtype": cfg.master_dtype,
+            "fsdp": use_fsdp(cfg, info),
+            "optimizer": type(run.optimizer).__name__,
             "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),
             "torch": torch.__version__,
             "hostname": os.uname().nodename,

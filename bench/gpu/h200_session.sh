@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Every GPU measurement this repository keeps, in one call on the GPU machine (the `device` tool), which has
+# CUDA torch but no network: Ansible and pytest come as wheels carried in .whl/ (see bench/gpu/README.md).
+#   bash bench/gpu/h200_session.sh [bench|tests|launch|verify|all]...   results under $OUT
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PY=${TS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
+OUT=${OUT:-/tmp/ts-gpu-out}
+DEPS=${TS_GPU_DEPS:-/tmp/ts-gpu-deps}
+LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "batch-size": 8, "seq-len": 2048, "steps": 30}}'}
+cd "$ROOT"
+mkdir -p "$OUT"
+
+deps() {
+  # pip --target, not a venv: a venv made from this interpreter would not see the machine's torch.
+  [ -x "$DEPS/bin/ansible-playbook" ] ||
+    "$PY" -m pip install -q --no-index --find-links .whl --target "$DEPS" ansible-core pytest
+  mkdir -p .cache/collections/ansible_collections/trainstack
+  ln -sfn "$ROOT" .cache/collections/ansible_collections/trainstack/cluster
+}
+
+run_bench() {
+  "$PY" bench/train_throughput.py --steps 12 --warmup 3 --profile --ours-variant fsdp:fsdp=true \
+    --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench"
+}
+
+run_tests() {
+  PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
+}
+
+run_launch() {
+  # The launch playbook's local launcher on this machine, with the machine's own torch (no venv to build).
+  PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
+    -e launch_host=localhost -e ansible_python_interpreter="$PY" \
+    -e training_job_testcase=pytorch/fsdp -e training_job_launcher=local \
+    -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
+    -e training_job_results_dir="$OUT/launch" -e training_job_name=fsdp-1b-h200 -e training_job_timeout=540 \
+    -e "$LAUNCH_ARGS" \
+    2>&1 | tail -40 | tee "$OUT/launch.txt"
+}
+
+run_verify() {
+  # roles/pytorch's boot-time check wants <venv>/bin/python: a wrapper in a fresh directory, never a file
+  # written through the machine venv's own bin/python symlink.
+  mkdir -p /tmp/ts-torch-wrapper/bin
+  printf '#!/bin/sh\nexec %s "$@"\n' "$PY" > /tmp/ts-torch-wrapper/bin/python
+  chmod +x /tmp/ts-torch-wrapper/bin/python
+  version=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+  PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local \
+    tests/integration/image/gpu/pytorch_verify_gpu.yml -e ansible_python_interpreter="$PY" \
+    -e pytorch_venv=/tmp/ts-torch-wrapper -e pytorch_version="$version" -e gpu_out="$OUT" \
+    2>&1 | tail -25 | tee "$OUT/verify.txt"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
+deps
+status=0
+for part in "${@:-all}"; do
+  case "$part" in
+    bench) run_bench || status=1 ;;
+    tests) run_tests || status=1 ;;
+    launch) run_launch || status=1 ;;
+    verify) run_verify || status=1 ;;
+    all) run_tests; run_bench; run_launch; run_verify ;;
+    *) echo "unknown part: $part" >&2; exit 2 ;;
+  esac
+done
+exit "$status"

@@ -55,14 +55,14 @@ def test_loss_logits_and_grads_match_hugging_face(dtype, tol, tied):
         assert torch.allclose(ours(inputs), hf_logits, rtol=0, atol=tol * 10)
     q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     qkv_grad = ours.layers["0"].attention.wqkv.weight.grad
-    w13_grad = ours.layers["1"].feed_forward.w13.weight.grad
+    feed_forward = ours.layers["1"].feed_forward
     attn, mlp = hf.model.layers[0].self_attn, hf.model.layers[1].mlp
     pairs = [
         (ours.tok_embeddings.weight.grad, hf.model.embed_tokens.weight.grad),
         (qkv_grad[:q_rows], attn.q_proj.weight.grad),
         (qkv_grad[q_rows + kv_rows :], attn.v_proj.weight.grad),
-        (w13_grad[: cfg.ffn_dim], mlp.gate_proj.weight.grad),
-        (w13_grad[cfg.ffn_dim :], mlp.up_proj.weight.grad),
+        (feed_forward.w1.weight.grad, mlp.gate_proj.weight.grad),
+        (feed_forward.w3.weight.grad, mlp.up_proj.weight.grad),
         (ours.norm.weight.grad, hf.model.norm.weight.grad),
     ]
     for mine, theirs in pairs:
@@ -110,20 +110,18 @@ def test_conversion_round_trips_exactly_in_hugging_face_shapes(tied):
     assert all(torch.equal(back[name], tensor) for name, tensor in state.items())
 
 
-def test_conversion_splits_in_query_key_value_and_gate_up_order():
+def test_conversion_splits_in_query_key_value_order():
     """Each fused row block goes to the right HF projection, so a swapped split order cannot pass."""
     cfg = MODEL_CONFIGS["tiny"]
     ours = Transformer(cfg)
     ours.init_weights(seed=4)
     converted = to_hf(ours.state_dict(), cfg)
-    attention, feed_forward = ours.layers["1"].attention, ours.layers["1"].feed_forward
+    attention = ours.layers["1"].attention
     q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     expected = {
         "self_attn.q_proj": attention.wqkv.weight[:q_rows],
         "self_attn.k_proj": attention.wqkv.weight[q_rows : q_rows + kv_rows],
         "self_attn.v_proj": attention.wqkv.weight[q_rows + kv_rows :],
-        "mlp.gate_proj": feed_forward.w13.weight[: cfg.ffn_dim],
-        "mlp.up_proj": feed_forward.w13.weight[cfg.ffn_dim :],
     }
     for hf_name, rows in expected.items():
         assert torch.equal(converted[f"model.layers.1.{hf_name}.weight"], rows)

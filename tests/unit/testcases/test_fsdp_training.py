@@ -4,6 +4,7 @@ In-process tests use a one-rank gloo group; the contract and resume tests start 
 torchrun and two processes (the lab's 2 nodes x 1 process, on one host), so FSDP2 really shards.
 """
 
+import dataclasses
 import json
 import os
 import socket
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 from fsdp_llama import checkpoint
-from fsdp_llama.config import TrainConfig
+from fsdp_llama.config import MODEL_CONFIGS, TrainConfig
 from fsdp_llama.loop import Trainer, clip_into_optimizer, lr_at, train, use_fsdp
 from fsdp_llama.metrics import METRIC_PREFIX
+from fsdp_llama.model import Transformer
 from fsdp_llama.optim import MasterWeightAdamW
 from fsdp_llama.parallel import DistInfo, init_distributed
 from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -57,6 +59,21 @@ def test_one_process_skips_sharding_unless_asked(gloo_world, fsdp, precision, sh
         assert {p.dtype for p in params} == {torch.float32 if precision == "fp32" else torch.bfloat16}
     losses = [record["loss"] for step in range(12) if (record := trainer.step(step))]
     assert losses[-1] < losses[0] - 0.5, losses
+
+
+@pytest.mark.parametrize("fsdp", ["auto", "true"])
+def test_a_tied_shape_stays_tied_once_materialised(gloo_world, monkeypatch, fsdp):
+    """Counted once in N (the FLOP count) and trained as one matrix, sharded or not."""
+    tied = dataclasses.replace(MODEL_CONFIGS["tiny"], tie_embeddings=True)
+    monkeypatch.setitem(MODEL_CONFIGS, "tiny", tied)
+    trainer = Trainer(_cfg(fsdp=fsdp, mixed_precision="bf16"), init_distributed("cpu"))
+    model = trainer.model
+    assert model.output.weight is model.tok_embeddings.weight
+    with torch.device("meta"):
+        assert model.num_params() == Transformer(tied).num_params()
+    assert sum(len(group["params"]) for group in trainer.optimizer.param_groups) == len(
+        list(model.parameters())
+    )
 
 
 def test_fsdp_false_is_refused_with_more_than_one_process():

@@ -1,8 +1,8 @@
 """Conversion to and from Hugging Face ``LlamaForCausalLM`` state dicts.
 
 Both sides store rotary embeddings in the half-split layout, so no weight is ever permuted. Most weights are
-only renamed; our two fused projections are concatenations along dim 0 of Hugging Face's separate ones
-(``wqkv`` = q, k, v; ``w13`` = gate, up), so they are split going out and concatenated coming in. Splitting
+only renamed; our fused attention projection ``wqkv`` is q, k and v concatenated along dim 0, so it is split
+going out and concatenated coming in. Splitting
 needs the head counts, which is why both directions take the :class:`ModelConfig`. Used by the numerics tests
 (same weights in both implementations) and by anyone who wants to start from a published checkpoint.
 """
@@ -15,7 +15,9 @@ from .config import ModelConfig
 
 _RENAMED = {
     "attention.wo.weight": "self_attn.o_proj.weight",
+    "feed_forward.w1.weight": "mlp.gate_proj.weight",
     "feed_forward.w2.weight": "mlp.down_proj.weight",
+    "feed_forward.w3.weight": "mlp.up_proj.weight",
     "attention_norm.weight": "input_layernorm.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight",
 }
@@ -31,7 +33,6 @@ _FUSED = {
         "self_attn.k_proj.weight",
         "self_attn.v_proj.weight",
     ),
-    "feed_forward.w13.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
 }
 
 
@@ -40,7 +41,6 @@ def _split_sizes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     kv = cfg.n_kv_heads * cfg.head_dim
     return {
         "attention.wqkv.weight": (cfg.n_heads * cfg.head_dim, kv, kv),
-        "feed_forward.w13.weight": (cfg.ffn_dim, cfg.ffn_dim),
     }
 
 

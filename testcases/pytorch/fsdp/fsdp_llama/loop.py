@@ -94,6 +94,8 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
         reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
         apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
     model.to_empty(device=info.device)
+    if not shard:
+        model.tie_weights()
     model.init_weights(cfg.seed)
     return model
 

@@ -2,11 +2,10 @@
 
 Rotary embeddings use the half-split ("rotate_half") layout, the one Hugging Face checkpoints are stored in,
 so weights convert by renaming and concatenation only, never a permutation (see :mod:`fsdp_llama.hf_compat`).
-The q/k/v projections are one weight (``wqkv``) and the SwiGLU gate/up projections another (``w13``): one
-larger GEMM instead of three or two smaller ones launches fewer kernels whose waves fill the GPU's SMs better,
-and reads the normalised input once. Attention goes through ``scaled_dot_product_attention`` so PyTorch picks
-flash or cuDNN kernels on Hopper; the loss is computed by a fused linear cross-entropy so the full
-``tokens x vocab`` fp32 logits never exist.
+The q/k/v projections are one weight (``wqkv``): one larger GEMM instead of three, two of them small under
+grouped-query attention, fills the GPU's SMs in fuller waves and reads the normalised input once. Attention
+goes through ``scaled_dot_product_attention`` so PyTorch picks flash or cuDNN kernels on Hopper; the loss is
+computed by a fused linear cross-entropy so the full ``tokens x vocab`` fp32 logits never exist.
 """
 
 from __future__ import annotations
@@ -122,22 +121,22 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """SwiGLU, ``w2(silu(gate x) * up x)``, with the gate and up projections fused into one weight ``w13``.
+    """SwiGLU: ``w2(silu(w1 x) * w3 x)``.
 
-    Rows ``0 .. ffn_dim - 1`` of ``w13`` are the gate (Hugging Face's ``gate_proj``, Llama's ``w1``), the rest
-    the up projection (``up_proj``, ``w3``): one GEMM twice as wide fills the GPU in fewer, fuller waves than
-    two, and reads the normalised input once.
+    Unlike q/k/v, the gate and up projections stay two weights: both GEMMs are large enough to fill the GPU
+    on their own, and with one fused weight Inductor's backward writes the two gradient halves through a
+    concatenation that reads every input twice (measured on an H200: 10.2 ms against 4.9 ms per 1B step).
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.w13 = nn.Linear(cfg.dim, 2 * cfg.ffn_dim, bias=False)
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Gated MLP; under torch.compile the SiLU and product fuse into one kernel."""
-        gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class TransformerBlock(nn.Module):
@@ -184,7 +183,7 @@ class Transformer(nn.Module):
             for block in self.layers.values():
                 for name, module in block.named_modules():
                     if isinstance(module, nn.Linear):
-                        # Output projections only; the fused wqkv and w13 keep their parts' plain std.
+                        # Output projections only; the fused wqkv keeps its parts' plain std.
                         depth_scaled = name.endswith(("wo", "w2"))
                         nn.init.normal_(module.weight, std=out_std if depth_scaled else std)
                     elif isinstance(module, RMSNorm):
@@ -194,6 +193,15 @@ class Transformer(nn.Module):
                 nn.init.normal_(self.output.weight, std=std)
         self.init_rope()
         torch.random.set_rng_state(gen_state)
+
+    def tie_weights(self) -> None:
+        """Share the embedding with the output projection again when the shape ties them.
+
+        ``to_empty`` gives every module its own new parameter, so a model materialised from the meta device
+        without FSDP (which keeps the tie itself) would otherwise train, and count, two matrices.
+        """
+        if self.cfg.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
 
     def init_rope(self) -> None:
         """Re-create the fp32 cos/sin table (``to(bf16)`` or ``to_empty`` would have rounded or voided it)."""

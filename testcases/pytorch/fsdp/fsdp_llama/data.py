@@ -156,5 +156,9 @@ class BatchSource:
     def batch(self, step: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and next-token targets, already on ``device``."""
         rows = self._synthetic(step) if self.file is None else self._from_file(step)
+        if device.type == "cuda":
+            # From pinned memory the copy is queued like a kernel; from pageable memory it can make the host
+            # wait for the GPU, which then idles while the rest of the step is queued.
+            rows = rows.pin_memory()
         rows = rows.to(device, non_blocking=True)
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()

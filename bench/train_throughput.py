@@ -176,6 +176,31 @@ def _profile(step_fn: Any, finish: Any, first_step: int, out_dir: Path, tag: str
     }
 
 
+def _timed_steps(trainer: Any, steps: int) -> tuple[list[Any], list[float]]:
+    """Run the steps; also return, per step, the host's time to queue it (the step minus its wait).
+
+    A step's host time near its GPU time means the host, not the GPU, sets the pace: the GPU then idles
+    whenever the host is late (a collection, a slow guard). The wait is the read of the previous step's loss.
+    """
+    waits: list[float] = []
+    finish = trainer.finish
+
+    def timed_finish(timed: bool = True) -> Any:
+        started = time.perf_counter()
+        record = finish(timed)
+        waits.append(time.perf_counter() - started)
+        return record
+
+    trainer.finish = timed_finish
+    records, host = [], []
+    for step in range(steps):
+        started = time.perf_counter()
+        records.append(trainer.step(step))
+        host.append(time.perf_counter() - started - waits[-1])
+    trainer.finish = finish
+    return records, host
+
+
 def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     """The test case's own Trainer, so the bench measures exactly what the entrypoint runs."""
     import torch
@@ -191,7 +216,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     built = time.perf_counter()
     trainer = Trainer(cfg, info)
     build_s = time.perf_counter() - built
-    records = [trainer.step(step) for step in range(spec["steps"])]
+    records, host = _timed_steps(trainer, spec["steps"])
     records.append(trainer.finish(timed=False))
     done = [record for record in records if record is not None]
     # The final flush times only the tail of the last step (nothing was queued behind it): left out.
@@ -199,6 +224,9 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     losses = [record["loss"] for record in done]
     result = _summarise(times, losses, spec, trainer.flops_token)
     result.update({"params": trainer.model.num_params(), "build_s": build_s, "train_config": vars(cfg)})
+    window = sorted(host[spec["warmup"] :] or host)
+    result["host_queue_ms_median"] = window[len(window) // 2] * 1e3
+    result["host_queue_s"] = host
     if spec.get("profile"):
         log_dir = Path(spec["log_dir"])
         result["profile"] = _profile(trainer.step, trainer.finish, spec["steps"], log_dir, spec["name"])
@@ -372,6 +400,11 @@ def environment() -> dict[str, Any]:
     return info
 
 
+def _host_column(result: dict[str, Any]) -> str:
+    host = result.get("host_queue_ms_median")
+    return f"  host {host:5.1f} ms/step" if host is not None else ""
+
+
 def _row(result: dict[str, Any]) -> str:
     if not result.get("ok"):
         return (
@@ -380,7 +413,7 @@ def _row(result: dict[str, Any]) -> str:
     return (
         f"{result['name']:<16} b{result['batch_size']:<3} {result['tokens_per_s']:>10,.0f} tok/s "
         f"{result['tflops_per_gpu']:>7.1f} TFLOP/s  MFU {100 * (result['mfu'] or 0):5.1f} %  "
-        f"peak {result['peak_mem_gb'] or 0:6.1f} GB"
+        f"peak {result['peak_mem_gb'] or 0:6.1f} GB" + _host_column(result)
     )
 
 

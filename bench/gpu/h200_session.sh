@@ -20,8 +20,16 @@ deps() {
 }
 
 run_bench() {
+  # Clocks, power and throttle reasons every 250 ms alongside: step-to-step variation is either the GPU's
+  # clocks or the host falling behind (the bench reports the host's queueing time per step).
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
+  local sampler=$! rc
   "$PY" bench/train_throughput.py --steps 12 --warmup 3 --profile --ours-variant fsdp:fsdp=true \
-    --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench"
+    --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" ${TS_BENCH_ARGS:-}
+  rc=$?
+  kill "$sampler" 2>/dev/null
+  return "$rc"
 }
 
 run_tests() {

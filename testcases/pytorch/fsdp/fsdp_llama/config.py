@@ -129,7 +129,6 @@ class TrainConfig:
     checkpoint_every: int = 0
     summary_json: str = ""
     metric_warmup_steps: int = 3
-    gc_every: int = 0
     max_steps_this_run: int = 0
 
     @property
@@ -149,7 +148,6 @@ class TrainConfig:
             (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
             (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
-            (self.gc_every >= 0, f"--gc-every must be >= 0, got {self.gc_every}"),
             (self.loss_chunk_tokens >= 1, f"--loss-chunk-tokens must be >= 1, got {self.loss_chunk_tokens}"),
             (self.ac in AC_MODES, f"--ac must be one of {AC_MODES}, got {self.ac!r}"),
             (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),

@@ -8,7 +8,6 @@ so the host never stalls the GPU; step time is the interval between those reads.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 from pathlib import Path
@@ -176,11 +175,6 @@ class Trainer:
         self.losses: list[float] = []
         self.pending: tuple[int, torch.Tensor, float] | None = None
         self.clock: float | None = None
-        if cfg.gc_every:
-            # A dedicated training process: Python's own collections, at moments of its choosing, can stall
-            # the host long enough for the GPU to run dry; collect young objects every gc_every steps instead.
-            gc.disable()
-            gc.collect()
 
     def step(self, step: int) -> dict[str, Any] | None:
         """Queue one optimizer step; returns the record of the *previous* step, if any.
@@ -190,8 +184,6 @@ class Trainer:
         keeps the GPU fed. Step time is the interval between consecutive reads, which in steady state is
         the time the GPU takes per step.
         """
-        if self.cfg.gc_every and step % self.cfg.gc_every == 0:
-            gc.collect(1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_at(self.cfg, step)
         if self.clock is None:

@@ -157,8 +157,8 @@ class BatchSource:
         """Inputs and next-token targets, already on ``device``."""
         rows = self._synthetic(step) if self.file is None else self._from_file(step)
         if device.type == "cuda":
-            # From pinned memory the copy is queued like a kernel; from pageable memory it can make the host
-            # wait for the GPU, which then idles while the rest of the step is queued.
+            # From pinned memory the copy is queued like a kernel; CUDA may make a copy from pageable memory
+            # synchronous for the host, which would hold up the queueing of the rest of the step.
             rows = rows.pin_memory()
         rows = rows.to(device, non_blocking=True)
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()

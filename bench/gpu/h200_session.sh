@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU measurement this repository keeps, in one call on the GPU machine (the `device` tool), which has
 # CUDA torch but no network: Ansible and pytest come as wheels carried in .whl/ (see bench/gpu/README.md).
-#   bash bench/gpu/h200_session.sh [bench|tests|launch|verify|all]...   results under $OUT
+#   bash bench/gpu/h200_session.sh bench|tests|launch|verify|all...   results under $OUT
+# Parts are never implied: device time is scarce, and a bare call once ran all four by accident.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${TS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
@@ -60,10 +61,14 @@ run_verify() {
     2>&1 | tail -25 | tee "$OUT/verify.txt"
 }
 
+if [ "$#" -eq 0 ]; then
+  echo "usage: $0 bench|tests|launch|verify|all..." >&2
+  exit 2
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 deps
 status=0
-for part in "${@:-all}"; do
+for part in "$@"; do
   case "$part" in
     bench) run_bench || status=1 ;;
     tests) run_tests || status=1 ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU measurement this repository keeps, in one call on the GPU machine (the `device` tool), which has
 # CUDA torch but no network: Ansible and pytest come as wheels carried in .whl/ (see bench/gpu/README.md).
-#   bash bench/gpu/h200_session.sh bench|tests|launch|verify|all...   results under $OUT
+#   bash bench/gpu/h200_session.sh bench|tests|launch|verify... (or all)   results under $OUT
 # Parts are never implied: device time is scarce, and a bare call once ran all four by accident.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,6 +67,7 @@ if [ "$#" -eq 0 ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 deps
+[ "$*" = all ] && set -- tests bench launch verify
 status=0
 for part in "$@"; do
   case "$part" in
@@ -74,7 +75,6 @@ for part in "$@"; do
     tests) run_tests || status=1 ;;
     launch) run_launch || status=1 ;;
     verify) run_verify || status=1 ;;
-    all) run_tests; run_bench; run_launch; run_verify ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done

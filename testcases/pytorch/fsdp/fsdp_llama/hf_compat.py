@@ -2,9 +2,9 @@
 
 Both sides store rotary embeddings in the half-split layout, so no weight is ever permuted. Most weights are
 only renamed; our fused attention projection ``wqkv`` is q, k and v concatenated along dim 0, so it is split
-going out and concatenated coming in. Splitting
-needs the head counts, which is why both directions take the :class:`ModelConfig`. Used by the numerics tests
-(same weights in both implementations) and by anyone who wants to start from a published checkpoint.
+going out and concatenated coming in. Splitting needs the head counts, which is why both directions take
+the :class:`ModelConfig`. Used by the numerics tests (same weights in both implementations) and by anyone who
+wants to start from a published checkpoint.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .compiled import compile_once
+
 IGNORE_INDEX = -100
 
 
@@ -45,16 +47,9 @@ def ce_chunk_forward_backward(
     return loss_sum, grad.to(logits.dtype)
 
 
-_COMPILED: dict[str, ChunkFn] = {}
-
-
 def chunk_function(compiled: bool) -> ChunkFn:
     """The per-chunk kernel, compiled on GPU so upcast, log-sum-exp and softmax-minus-one-hot fuse."""
-    if not compiled:
-        return ce_chunk_forward_backward
-    if "fn" not in _COMPILED:
-        _COMPILED["fn"] = torch.compile(ce_chunk_forward_backward, dynamic=False)
-    return _COMPILED["fn"]
+    return compile_once(ce_chunk_forward_backward, dynamic=False) if compiled else ce_chunk_forward_backward
 
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from .compiled import compile_once
+
 # The per-group step constants, packed into one small device tensor per step (one copy to the GPU, and
 # torch.compile sees a tensor rather than Python floats it would specialise and recompile on).
 _STEP_SIZE, _DECAY, _ONE_MINUS_BETA1, _BETA2, _ONE_MINUS_BETA2, _INV_SQRT_BC2, _EPS, _GRAD_SCALE = range(8)
@@ -68,16 +70,9 @@ def adamw_update_group(
         adamw_update(param, master, grad, exp_avg, exp_avg_sq, hyper, grad_scale)
 
 
-_COMPILED: dict[str, UpdateFn] = {}
-
-
 def update_function(compiled: bool) -> UpdateFn:
     """The eager group update, or its compiled graph (shapes are fixed for a run, so no dynamic sizes)."""
-    if not compiled:
-        return adamw_update_group
-    if "fn" not in _COMPILED:
-        _COMPILED["fn"] = torch.compile(adamw_update_group, fullgraph=True)
-    return _COMPILED["fn"]
+    return compile_once(adamw_update_group, fullgraph=True) if compiled else adamw_update_group
 
 
 class MasterWeightAdamW(torch.optim.Optimizer):

@@ -338,12 +338,58 @@ def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _cuda_ms(fn: Any, repeats: int) -> float:
+    """Mean GPU time of ``fn()`` over ``repeats`` calls, after three untimed ones (compile, autotune)."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def run_loss_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time of one loss chunk (logits in, loss and logit-gradient out) per kernel, at the config's vocabulary.
+
+    The floor is one read of the bf16 logits and one write of their gradient at the GPU's memory bandwidth:
+    the chunk does no other work worth counting.
+    """
+    import torch
+    from fsdp_llama.config import MODEL_CONFIGS
+    from fsdp_llama.loss import LOSS_KERNELS, chunk_function
+
+    cfg = MODEL_CONFIGS[spec["config"]]
+    rows = 4096
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    logits = torch.randn(rows, cfg.vocab_size, device="cuda", generator=gen).mul_(3).bfloat16()
+    targets = torch.randint(0, cfg.vocab_size, (rows,), device="cuda", generator=gen)
+    scale = torch.tensor(1.0 / rows, device="cuda")
+    timings = {
+        kernel: _cuda_ms(lambda k=kernel: chunk_function(k)(logits, targets, scale), 20)
+        for kernel in LOSS_KERNELS
+    }
+    moved = 2 * logits.numel() * logits.element_size()
+    return {
+        "chunk_rows": rows,
+        "vocab": cfg.vocab_size,
+        "ms_per_chunk": timings,
+        "bytes_read_once_written_once": moved,
+    }
+
+
 def child_main(spec: dict[str, Any]) -> None:
     """Run one variant and print its result line; exceptions become an ``ok: false`` result."""
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     try:
         if spec["name"] == "attention_probe":
             result = run_attention_probe(spec)
+        elif spec["name"] == "loss_probe":
+            result = run_loss_probe(spec)
         elif spec["name"] in HF_VARIANTS:
             result = run_hf(spec)
         else:
@@ -435,6 +481,9 @@ def parent_main(args: argparse.Namespace) -> int:
     if args.device == "cuda" and "attn_backend" not in shared:
         probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)
     shared.setdefault("attn_backend", probe.get("best", "auto") if probe.get("ok") else "auto")
+    loss_probe: dict[str, Any] = {"ok": False, "error": "not run: cpu"}
+    if args.device == "cuda":
+        loss_probe = launch({**base, "name": "loss_probe"}, args.timeout, log_dir)
     specs: list[dict[str, Any]] = []
     for name in [item for item in args.variants.split(",") if item]:
         overrides = shared if name == "ours" else {}
@@ -462,6 +511,7 @@ def parent_main(args: argparse.Namespace) -> int:
         "timed_steps": args.steps - args.warmup,
         "flop_formula": "6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs 989 TFLOP/s",
         "attention_probe": probe,
+        "loss_probe": loss_probe,
         "results": results,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -64,7 +64,8 @@ def test_fp32_loss_logits_and_grads_match(pair):
     ours.zero_grad(set_to_none=True)
 
 
-def test_bf16_compiled_is_as_close_to_fp32_as_hf_autocast(pair):
+@pytest.mark.parametrize("loss_kernel", ["compiled", "triton"])
+def test_bf16_compiled_is_as_close_to_fp32_as_hf_autocast(pair, loss_kernel):
     hf, ours, inputs, targets = pair
     with torch.no_grad():
         fp32 = _hf_loss(hf, inputs, targets, autocast=False).item()
@@ -75,6 +76,25 @@ def test_bf16_compiled_is_as_close_to_fp32_as_hf_autocast(pair):
     fast.to(torch.bfloat16)
     fast.init_rope()
     apply_compile(fast)
+    fast.loss_kernel = loss_kernel
     with torch.no_grad():
         ours_bf16 = fast(inputs, targets).item()
     assert abs(ours_bf16 - fp32) <= 2 * abs(hf_bf16 - fp32) + 2e-3, (fp32, hf_bf16, ours_bf16)
+
+
+def test_triton_cross_entropy_matches_the_torch_reference_at_the_full_vocabulary():
+    from fsdp_llama.loss import ce_chunk_forward_backward
+    from fsdp_llama.xent_triton import ce_chunk_forward_backward_triton
+
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    logits = (torch.randn(1024, CFG.vocab_size, device="cuda", generator=gen) * 3).bfloat16()
+    targets = torch.randint(0, CFG.vocab_size, (1024,), device="cuda", generator=gen)
+    targets[::97] = -100
+    scale = torch.tensor(1 / 1000, device="cuda")
+    loss, grad = ce_chunk_forward_backward_triton(logits, targets, scale)
+    ref_loss, ref_grad = ce_chunk_forward_backward(logits, targets, scale)
+    assert abs(loss.item() - ref_loss.item()) <= 1e-5 * ref_loss.item()
+    # Both round one fp32 value to bf16; the exponential's last bit may differ: one bf16 step at most.
+    worst = (grad.float() - ref_grad.float()).abs().max().item()
+    assert worst <= torch.finfo(torch.bfloat16).eps * ref_grad.float().abs().max().item()
+    assert (grad[targets == -100] == 0).all()

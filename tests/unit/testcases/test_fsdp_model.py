@@ -79,6 +79,8 @@ def test_bf16_fused_cross_entropy_stays_within_bf16_error():
         (["--ac", "sometimes"], "--ac"),
         (["--checkpoint-every", "5"], "--checkpoint-dir"),
         (["--compile", "maybe"], "--compile"),
+        (["--compile-tuning", "max"], "--compile-tuning"),
+        (["--loss-kernel", "fastest"], "--loss-kernel"),
         (["--no-such-option", "1"], "--no-such-option"),
     ],
 )

@@ -16,7 +16,7 @@ import pytest
 import torch
 from fsdp_llama import checkpoint
 from fsdp_llama.config import MODEL_CONFIGS, TrainConfig
-from fsdp_llama.loop import Trainer, clip_into_optimizer, lr_at, train, use_fsdp
+from fsdp_llama.loop import Trainer, clip_into_optimizer, loss_kernel, lr_at, train, use_fsdp
 from fsdp_llama.metrics import METRIC_PREFIX
 from fsdp_llama.model import Transformer
 from fsdp_llama.optim import MasterWeightAdamW
@@ -81,6 +81,17 @@ def test_fsdp_false_is_refused_with_more_than_one_process():
     with pytest.raises(ValueError, match="--fsdp false needs a single process"):
         use_fsdp(_cfg(fsdp="false"), info)
     assert use_fsdp(_cfg(fsdp="auto"), info)
+
+
+def test_loss_kernel_auto_is_triton_on_gpu_and_torch_on_cpu():
+    cpu = DistInfo(rank=0, local_rank=0, world_size=1, local_world_size=1, device=torch.device("cpu"))
+    gpu = dataclasses.replace(cpu, device=torch.device("cuda", 0))
+    assert loss_kernel(_cfg(), gpu) == "triton"
+    assert loss_kernel(_cfg(), cpu) == "eager"
+    assert loss_kernel(_cfg(compile="true"), cpu) == "compiled"
+    assert loss_kernel(_cfg(loss_kernel="compiled"), gpu) == "compiled"
+    with pytest.raises(ValueError, match="--loss-kernel triton needs a CUDA device"):
+        loss_kernel(_cfg(loss_kernel="triton"), cpu)
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():

@@ -97,6 +97,10 @@ MODEL_CONFIGS: dict[str, ModelConfig] = {
 
 AC_MODES = ("none", "selective", "full")
 ATTN_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
+# coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile).
+COMPILE_TUNINGS = ("default", "coordinate")
+# auto: the Triton kernel on CUDA, else the compiled torch reference when compiling, else the plain one.
+LOSS_KERNEL_CHOICES = ("auto", "eager", "compiled", "triton")
 
 
 @dataclass
@@ -122,9 +126,11 @@ class TrainConfig:
     reshard_after_forward: str = "auto"
     fsdp: str = "auto"
     compile: str = "auto"
+    compile_tuning: str = "default"
     ac: str = "none"
     attn_backend: str = "auto"
     loss_chunk_tokens: int = 4096
+    loss_kernel: str = "auto"
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     summary_json: str = ""
@@ -149,6 +155,10 @@ class TrainConfig:
             (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
             (self.loss_chunk_tokens >= 1, f"--loss-chunk-tokens must be >= 1, got {self.loss_chunk_tokens}"),
+            (
+                self.loss_kernel in LOSS_KERNEL_CHOICES,
+                f"--loss-kernel must be one of {LOSS_KERNEL_CHOICES}, got {self.loss_kernel!r}",
+            ),
             (self.ac in AC_MODES, f"--ac must be one of {AC_MODES}, got {self.ac!r}"),
             (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),
             (self.device in ("auto", "cpu", "cuda"), f"--device must be auto, cpu or cuda: {self.device!r}"),
@@ -165,6 +175,10 @@ class TrainConfig:
                 "--reshard-after-forward must be auto, true or false",
             ),
             (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
+            (
+                self.compile_tuning in COMPILE_TUNINGS,
+                f"--compile-tuning must be one of {COMPILE_TUNINGS}, got {self.compile_tuning!r}",
+            ),
             (self.fsdp in ("auto", "true", "false"), "--fsdp must be auto, true or false"),
             (
                 not (self.checkpoint_every and not self.checkpoint_dir),

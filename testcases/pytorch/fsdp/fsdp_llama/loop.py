@@ -39,6 +39,7 @@ from .parallel import (
     apply_fsdp,
     build_mesh,
     configure_attention,
+    configure_compiler,
     init_distributed,
     reshard_policy,
 )
@@ -89,15 +90,31 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     model.loss_chunk_tokens = cfg.loss_chunk_tokens
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
+        configure_compiler(cfg.compile_tuning)
         apply_compile(model)
     if shard:
         reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
         apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
+    model.loss_kernel = loss_kernel(cfg, info)
     model.to_empty(device=info.device)
     if not shard:
         model.tie_weights()
     model.init_weights(cfg.seed)
     return model
+
+
+def loss_kernel(cfg: TrainConfig, info: DistInfo) -> str:
+    """``auto``: the Triton cross-entropy kernel on CUDA (Triton ships with CUDA torch), else torch's own.
+
+    An explicit ``--loss-kernel triton`` without a GPU is refused here, before any step, by name.
+    """
+    if cfg.loss_kernel == "triton" and info.device.type != "cuda":
+        raise ValueError("--loss-kernel triton needs a CUDA device")
+    if cfg.loss_kernel != "auto":
+        return cfg.loss_kernel
+    if info.device.type == "cuda":
+        return "triton"
+    return "compiled" if _use_compile(cfg, info) else "eager"
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, info: DistInfo) -> torch.optim.Optimizer:
@@ -284,6 +301,8 @@ def train(cfg: TrainConfig) -> Summary:
             "global_batch_tokens": run.tokens_per_step,
             "ac": cfg.ac,
             "compile": _use_compile(cfg, info),
+            "loss_kernel": run.model.loss_kernel,
+            "compile_tuning": cfg.compile_tuning,
             "param_dtype": str(_param_dtype(cfg, info)).removeprefix("torch."),
             "master_dtype": cfg.master_dtype,
             "fsdp": use_fsdp(cfg, info),

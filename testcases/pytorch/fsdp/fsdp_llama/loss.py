@@ -47,9 +47,25 @@ def ce_chunk_forward_backward(
     return loss_sum, grad.to(logits.dtype)
 
 
-def chunk_function(compiled: bool) -> ChunkFn:
-    """The per-chunk kernel, compiled on GPU so upcast, log-sum-exp and softmax-minus-one-hot fuse."""
-    return compile_once(ce_chunk_forward_backward, dynamic=False) if compiled else ce_chunk_forward_backward
+LOSS_KERNELS = ("eager", "compiled", "triton")
+
+
+def chunk_function(kernel: str) -> ChunkFn:
+    """The per-chunk kernel: the torch reference, as written or compiled, or the Triton kernel.
+
+    ``compiled`` fuses upcast, log-sum-exp and softmax-minus-one-hot into one Inductor kernel; ``triton`` is
+    :mod:`fsdp_llama.xent_triton`'s two-pass kernel, imported only when asked for (Triton comes with CUDA
+    torch).
+    """
+    if kernel == "triton":
+        from .xent_triton import ce_chunk_forward_backward_triton
+
+        return ce_chunk_forward_backward_triton
+    if kernel == "compiled":
+        return compile_once(ce_chunk_forward_backward, dynamic=False)
+    if kernel == "eager":
+        return ce_chunk_forward_backward
+    raise ValueError(f"loss kernel must be one of {LOSS_KERNELS}, got {kernel!r}")
 
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
@@ -60,9 +76,9 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         weight: torch.Tensor,
         targets: torch.Tensor,
         chunk_tokens: int,
-        compiled: bool,
+        kernel: str,
     ) -> torch.Tensor:
-        fn = chunk_function(compiled)
+        fn = chunk_function(kernel)
         acc = accumulation_dtype(weight.dtype)
         scale = 1.0 / (targets != IGNORE_INDEX).sum().clamp(min=1).to(acc)
         grad_hidden = torch.empty_like(hidden)
@@ -97,7 +113,7 @@ def fused_linear_cross_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     chunk_tokens: int = 4096,
-    compiled: bool = False,
+    kernel: str = "eager",
 ) -> torch.Tensor:
     """Mean cross-entropy of ``hidden @ weight.T`` against ``targets`` (-100 ignored), no full logits."""
-    return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens, compiled)
+    return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens, kernel)

@@ -170,7 +170,7 @@ class Transformer(nn.Module):
         self.rope_len = rope_len or min(cfg.max_seq_len, 8192)
         self.register_buffer("rope", rope_cos_sin(cfg, self.rope_len), persistent=False)
         self.loss_chunk_tokens = 4096
-        self.compile_loss = False
+        self.loss_kernel = "eager"
 
     def init_weights(self, seed: int) -> None:
         """Deterministic init after ``to_empty`` (meta-device construction leaves memory uninitialised)."""
@@ -224,7 +224,7 @@ class Transformer(nn.Module):
         if flat.dtype != weight.dtype:
             flat = flat.to(weight.dtype)
         return fused_linear_cross_entropy(
-            flat, weight, targets.reshape(-1), self.loss_chunk_tokens, self.compile_loss
+            flat, weight, targets.reshape(-1), self.loss_chunk_tokens, self.loss_kernel
         )
 
     def num_params(self) -> int:

@@ -26,8 +26,10 @@ run_bench() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
-  "$PY" bench/train_throughput.py --steps 12 --warmup 3 --profile --ours-variant fsdp:fsdp=true \
-    --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" ${TS_BENCH_ARGS:-}
+  # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
+  "$PY" bench/train_throughput.py --steps 24 --warmup 4 --profile \
+    --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
+    ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?
   kill "$sampler" 2>/dev/null
   return "$rc"

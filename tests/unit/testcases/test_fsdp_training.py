@@ -83,15 +83,20 @@ def test_fsdp_false_is_refused_with_more_than_one_process():
     assert use_fsdp(_cfg(fsdp="auto"), info)
 
 
-def test_loss_kernel_auto_is_triton_on_gpu_and_torch_on_cpu():
+def test_loss_kernel_auto_is_triton_on_gpu_and_torch_on_cpu(monkeypatch):
     cpu = DistInfo(rank=0, local_rank=0, world_size=1, local_world_size=1, device=torch.device("cpu"))
     gpu = dataclasses.replace(cpu, device=torch.device("cuda", 0))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name == "triton" else None)
     assert loss_kernel(_cfg(), gpu) == "triton"
     assert loss_kernel(_cfg(), cpu) == "eager"
     assert loss_kernel(_cfg(compile="true"), cpu) == "compiled"
     assert loss_kernel(_cfg(loss_kernel="compiled"), gpu) == "compiled"
-    with pytest.raises(ValueError, match="--loss-kernel triton needs a CUDA device"):
+    with pytest.raises(ValueError, match="--loss-kernel triton needs a CUDA device and the triton package"):
         loss_kernel(_cfg(loss_kernel="triton"), cpu)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert loss_kernel(_cfg(compile="true"), gpu) == "compiled"
+    with pytest.raises(ValueError, match="the triton package"):
+        loss_kernel(_cfg(loss_kernel="triton"), gpu)
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():

@@ -8,6 +8,7 @@ so the host never stalls the GPU; step time is the interval between those reads.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -83,6 +84,7 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     and moves the model to the compute dtype.
     """
     shard = use_fsdp(cfg, info)
+    kernel = loss_kernel(cfg, info)
     with torch.device("meta"):
         model = Transformer(cfg.model, rope_len=cfg.seq_len)
         if cfg.master_dtype == "bf16":
@@ -95,7 +97,7 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     if shard:
         reshard = reshard_policy(cfg.reshard_after_forward, model.num_params())
         apply_fsdp(model, build_mesh(info), _param_dtype(cfg, info), reshard)
-    model.loss_kernel = loss_kernel(cfg, info)
+    model.loss_kernel = kernel
     model.to_empty(device=info.device)
     if not shard:
         model.tie_weights()
@@ -104,15 +106,18 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
 
 
 def loss_kernel(cfg: TrainConfig, info: DistInfo) -> str:
-    """``auto``: the Triton cross-entropy kernel on CUDA (Triton ships with CUDA torch), else torch's own.
+    """``auto``: the Triton cross-entropy kernel on CUDA when Triton is installed (CUDA torch wheels bring
+    it), else torch's own, compiled when the model is.
 
-    An explicit ``--loss-kernel triton`` without a GPU is refused here, before any step, by name.
+    An explicit ``--loss-kernel triton`` without a GPU or without Triton is refused here, by name, before the
+    model is built.
     """
-    if cfg.loss_kernel == "triton" and info.device.type != "cuda":
-        raise ValueError("--loss-kernel triton needs a CUDA device")
+    has_triton = importlib.util.find_spec("triton") is not None
+    if cfg.loss_kernel == "triton" and not (info.device.type == "cuda" and has_triton):
+        raise ValueError("--loss-kernel triton needs a CUDA device and the triton package")
     if cfg.loss_kernel != "auto":
         return cfg.loss_kernel
-    if info.device.type == "cuda":
+    if info.device.type == "cuda" and has_triton:
         return "triton"
     return "compiled" if _use_compile(cfg, info) else "eager"
 

@@ -94,7 +94,7 @@ def configure_compiler(tuning: str) -> None:
     """``coordinate``: Inductor tunes each generated kernel's block sizes by coordinate descent.
 
     It times a few neighbouring launch configurations of every fused elementwise and reduction kernel once,
-    at compile time, and keeps the fastest; the compiled graphs compute the same values.
+    at compile time, and keeps the fastest; the arithmetic is the same, up to the order of reductions.
     """
     import torch._inductor.config as inductor_config
 

@@ -114,6 +114,32 @@ def test_node_that_no_longer_boots_is_kept_or_made_anew(lab: None) -> None:
     assert _system_state(node) == "running"
 
 
+def test_a_node_this_run_made_that_does_not_boot_is_removed(lab_required: None, tmp_path: Path) -> None:
+    # The other half of lab-up's rescue: a node that the failing run itself created is removed, not kept, so
+    # nothing half-made is left behind. Stand-in image: a root filesystem with the directories lab-up writes
+    # into (keys, hosts, proxy, CA bundle, authorized_keys) but no init, so the container cannot boot.
+    node = "ts-m-bootfail"
+    rootfs = tmp_path / "rootfs"
+    for sub in ("etc/ssh", "etc/apt/apt.conf.d", "etc/profile.d", "etc/ssl/certs", "root/.ssh", "sbin"):
+        (rootfs / sub).mkdir(parents=True)
+    (rootfs / "usr/local/share/ca-certificates").mkdir(parents=True)
+    (rootfs / "etc/os-release").write_text("ID=trainstack-standin-no-init\n")
+    image = tmp_path / "no-init.rootfs.tar"
+    run(["tar", "--numeric-owner", "-cf", str(image), "-C", str(rootfs), "."])
+    book = [str(VENV_BIN / "ansible-playbook"), "tests/integration/foundation/bootfail_node.yml"]
+    try:
+        failed = run(
+            [*book, "-e", f"bootfail_image={image}", "-e", f"bootfail_inventory={tmp_path}/hosts.yml"],
+            check=False,
+        )
+        assert failed.returncode != 0
+        assert f"Node {node} failed to start and was removed" in failed.stdout, failed.stdout[-3000:]
+        assert _containers(node) == []
+        assert not (Path("/var/lib/lxc") / node).exists()
+    finally:
+        run([*book, "-e", "bootfail_node_state=absent"])
+
+
 def _mac(node: str) -> str:
     return run(["lxc-attach", "-n", node, "--", "cat", "/sys/class/net/eth0/address"]).stdout.strip()
 

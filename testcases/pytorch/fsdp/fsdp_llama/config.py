@@ -97,8 +97,9 @@ MODEL_CONFIGS: dict[str, ModelConfig] = {
 
 AC_MODES = ("none", "selective", "full")
 ATTN_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
-# coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile).
-COMPILE_TUNINGS = ("default", "coordinate")
+# coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile);
+# max-autotune: also times Triton GEMM templates, with their fused epilogues, against cuBLAS (much longer).
+COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
 # auto: the Triton kernel on CUDA, else the compiled torch reference when compiling, else the plain one.
 LOSS_KERNEL_CHOICES = ("auto", "eager", "compiled", "triton")
 

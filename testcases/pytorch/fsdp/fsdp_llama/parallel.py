@@ -95,10 +95,13 @@ def configure_compiler(tuning: str) -> None:
 
     It times a few neighbouring launch configurations of every fused elementwise and reduction kernel once,
     at compile time, and keeps the fastest; the arithmetic is the same, up to the order of reductions.
+    ``max-autotune`` also times Triton GEMM templates against cuBLAS for every matrix product, where a
+    template can take the following elementwise work into its epilogue (CUDA graphs stay off).
     """
     import torch._inductor.config as inductor_config
 
-    inductor_config.coordinate_descent_tuning = tuning == "coordinate"
+    inductor_config.coordinate_descent_tuning = tuning in ("coordinate", "max-autotune")
+    inductor_config.max_autotune = tuning == "max-autotune"
 
 
 def apply_activation_checkpointing(model: Transformer, mode: str) -> None:

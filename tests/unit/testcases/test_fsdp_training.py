@@ -20,7 +20,7 @@ from fsdp_llama.loop import Trainer, clip_into_optimizer, loss_kernel, lr_at, tr
 from fsdp_llama.metrics import METRIC_PREFIX
 from fsdp_llama.model import Transformer
 from fsdp_llama.optim import MasterWeightAdamW
-from fsdp_llama.parallel import DistInfo, init_distributed
+from fsdp_llama.parallel import DistInfo, configure_compiler, init_distributed
 from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import DTensor
 
@@ -97,6 +97,18 @@ def test_loss_kernel_auto_is_triton_on_gpu_and_torch_on_cpu(monkeypatch):
     assert loss_kernel(_cfg(compile="true"), gpu) == "compiled"
     with pytest.raises(ValueError, match="the triton package"):
         loss_kernel(_cfg(loss_kernel="triton"), gpu)
+
+
+@pytest.mark.parametrize(
+    ("tuning", "coordinate", "autotune"),
+    [("coordinate", True, False), ("max-autotune", True, True), ("default", False, False)],
+)
+def test_compile_tuning_sets_inductors_switches(tuning, coordinate, autotune):
+    import torch._inductor.config as inductor_config
+
+    configure_compiler(tuning)
+    assert (inductor_config.coordinate_descent_tuning, inductor_config.max_autotune) == (coordinate, autotune)
+    configure_compiler("default")
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():

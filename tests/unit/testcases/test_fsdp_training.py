@@ -106,9 +106,12 @@ def test_loss_kernel_auto_is_triton_on_gpu_and_torch_on_cpu(monkeypatch):
 def test_compile_tuning_sets_inductors_switches(tuning, coordinate, autotune):
     import torch._inductor.config as inductor_config
 
-    configure_compiler(tuning)
-    assert (inductor_config.coordinate_descent_tuning, inductor_config.max_autotune) == (coordinate, autotune)
-    configure_compiler("default")
+    try:
+        configure_compiler(tuning)
+        switches = (inductor_config.coordinate_descent_tuning, inductor_config.max_autotune)
+        assert switches == (coordinate, autotune)
+    finally:
+        configure_compiler("default")
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():

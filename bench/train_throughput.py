@@ -298,6 +298,21 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _cuda_ms(fn: Any, repeats: int) -> float:
+    """Mean GPU time of ``fn()`` over ``repeats`` calls, after three untimed ones (compile, autotune)."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
 def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
     """Forward+backward time of causal SDPA at the config's shape, per backend: picks `ours`' backend."""
     import torch
@@ -317,15 +332,9 @@ def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
     ):
         try:
             with sdpa_kernel([backend]):
-                for _ in range(3):
-                    scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(10):
-                    scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
-                end.record()
-                torch.cuda.synchronize()
-            timings[label] = start.elapsed_time(end) / 10
+                timings[label] = _cuda_ms(
+                    lambda: scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad), 10
+                )
         except RuntimeError as err:
             timings[label] = f"unavailable: {str(err).splitlines()[0][:160]}"
     numeric = {key: value for key, value in timings.items() if isinstance(value, float)}
@@ -336,21 +345,6 @@ def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
         "note": "fwd+bwd of causal attention; TFLOP/s uses causal FLOPs with bwd = 2.5x fwd",
         "tflops": {key: causal_flops / (ms / 1e3) / 1e12 for key, ms in numeric.items()},
     }
-
-
-def _cuda_ms(fn: Any, repeats: int) -> float:
-    """Mean GPU time of ``fn()`` over ``repeats`` calls, after three untimed ones (compile, autotune)."""
-    import torch
-
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / repeats
 
 
 def run_loss_probe(spec: dict[str, Any]) -> dict[str, Any]:

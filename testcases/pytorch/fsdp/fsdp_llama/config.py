@@ -100,8 +100,10 @@ ATTN_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
 # coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile);
 # max-autotune: also times Triton GEMM templates, with their fused epilogues, against cuBLAS (much longer).
 COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
-# auto: the Triton kernel on CUDA, else the compiled torch reference when compiling, else the plain one.
-LOSS_KERNEL_CHOICES = ("auto", "eager", "compiled", "triton")
+# The loss's per-chunk kernels (fsdp_llama.loss). auto: the Triton kernel on CUDA, else the compiled torch
+# reference when compiling, else the plain one.
+LOSS_KERNELS = ("eager", "compiled", "triton")
+LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .compiled import compile_once
+from .config import LOSS_KERNELS
 
 IGNORE_INDEX = -100
 
@@ -45,9 +46,6 @@ def ce_chunk_forward_backward(
     onehot = torch.zeros_like(probs).scatter_(1, safe[:, None], 1.0)
     grad = (probs - onehot) * (valid[:, None] * scale)
     return loss_sum, grad.to(logits.dtype)
-
-
-LOSS_KERNELS = ("eager", "compiled", "triton")
 
 
 def chunk_function(kernel: str) -> ChunkFn:

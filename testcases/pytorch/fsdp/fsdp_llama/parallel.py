@@ -117,13 +117,12 @@ def apply_compile(model: Transformer) -> None:
     """Compile each block separately; identical blocks share one compiled graph, so compile time stays low.
 
     The final norm is compiled too: left eager, its fp32 upcast, square, mean, scale and downcast, forward
-    and backward, are a dozen separate passes over the ``tokens x dim`` activations.
+    and backward, are a dozen separate passes over the ``tokens x dim`` activations. The loss kernel is
+    chosen apart from this, by :func:`fsdp_llama.loop.loss_kernel`.
     """
     for name, block in model.layers.items():
         model.layers[name] = torch.compile(block, fullgraph=True)
     model.norm = torch.compile(model.norm, fullgraph=True)
-    if model.loss_kernel == "eager":
-        model.loss_kernel = "compiled"
 
 
 # Below this many parameters the gathered bf16 weights (2 bytes each) are kept from forward to backward.

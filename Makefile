@@ -32,7 +32,7 @@ host-deps: ## install system packages (root, Debian/Ubuntu only; idempotent)
 
 $(VENV)/.stamp: requirements.txt $(wildcard requirements-*.txt)
 	python3 -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt $(addprefix -r ,$(wildcard requirements-*.txt))
+	$(BIN)/pip install -q --disable-pip-version-check --retries 10 -r requirements.txt $(addprefix -r ,$(wildcard requirements-*.txt))
 	touch $@
 
 venv: $(VENV)/.stamp ## controller virtualenv from pinned requirements
@@ -90,7 +90,9 @@ molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS
 integration: setup ## integration tests (lab, moto, packer)
 	$(BIN)/pytest tests/integration -m "not slow" --durations=12 $(PYTEST_ARGS)
 
-test: lint unit molecule integration ## everything CI runs
+# Stages run in order and the run ends with the seconds each took (set-up counts: on a fresh machine it is most).
+test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
+	@MAKE="$(MAKE)" scripts/run-stages.sh setup wheelhouse lint unit molecule integration
 
 test-slow: setup ## slow suites kept out of make test
 	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)

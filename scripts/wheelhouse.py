@@ -29,7 +29,9 @@ def requirements(manifests: list[Path]) -> list[str]:
 
 def download(reqs: list[str], dest: Path) -> None:
     """pip download into dest; TRAINSTACK_TORCH_INDEX adds an index (such as PyTorch's CPU one)."""
-    argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest), *reqs]
+    # A dropped connection on a cold cache costs a retry, not the run (pip's default is 5 quick ones).
+    argv = [sys.executable, "-m", "pip", "download", "--retries", "10", "--only-binary=:all:", "--dest"]
+    argv += [str(dest), *reqs]
     extra = os.environ.get("TRAINSTACK_TORCH_INDEX")
     if extra:
         argv[4:4] = ["--extra-index-url", extra]

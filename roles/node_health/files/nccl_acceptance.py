@@ -7,16 +7,18 @@ slow and every pair of good nodes is fast. Measuring disjoint pairs (n/2 jobs th
 then re-pairing each member of a slow pair with a node already proven good names the culprit(s) in about
 n/2 + 2k measurements for k slow nodes, instead of n(n-1)/2.
 
-The measurement is a Slurm job running the ``nccl/collectives`` test case (or nccl-tests' all_reduce_perf);
-the search only sees a function ``nodes -> bus bandwidth in GB/s``, which is what the unit tests replace.
-Standard library only: it runs on the login/head node.
+The measurement is a Slurm job running the ``nccl/collectives`` test case (or nccl-tests' all_reduce_perf),
+whose output ``nccl_tests_output`` reads (staged next to this script). The search only sees a function
+``nodes -> Measurement`` (or a plain bus bandwidth in GB/s), which is what the unit tests replace. A job whose
+output cannot be read, or that did not check its results, says nothing about the nodes: the search stops and
+reports why instead of calling the fabric slow. Wrong elements fail the check like a slow job, and the search
+names the nodes whose pairs return them. Standard library only: it runs on the login/head node.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -25,8 +27,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-Measure = Callable[[Sequence[str]], float]
-NCCL_TESTS_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\w+\s+(\w+\s+-?\d+\s+)?[\d.]+\s+[\d.]+\s+([\d.]+)\s")
+from nccl_tests_output import ParsedOutput, parse_output
+
+
+@dataclass
+class Measurement:
+    """One job's reading: its bus bandwidth, and why it cannot be judged or was wrong, if so."""
+
+    busbw_gbps: float | None
+    problems: list[str] = field(default_factory=list)  # wrong elements, N/A, out-of-bounds values
+    unchecked: bool = False  # the job did not check its results
+    unparsable: str = ""
+    output: dict[str, object] | None = None  # the parsed table, kept in the record
+
+    @classmethod
+    def from_output(cls, parsed: ParsedOutput) -> Measurement:
+        """What the acceptance needs from a parsed table."""
+        return cls(parsed.busbw_gbps, parsed.problems, parsed.unchecked, parsed.unparsable, asdict(parsed))
+
+
+Measure = Callable[[Sequence[str]], "float | Measurement"]
+# A job's verdict: ok; slow (or failed: counts as 0 GB/s); wrong (wrong elements); cannot be judged.
+UNJUDGED = ("unparsable", "unchecked")
 
 
 @dataclass
@@ -40,70 +62,118 @@ class Search:
     slow: list[str] = field(default_factory=list)
     good: list[str] = field(default_factory=list)
     inconclusive: list[str] = field(default_factory=list)
+    wrong_results: list[str] = field(default_factory=list)  # nodes whose pairs return wrong elements
     measurements: list[dict[str, object]] = field(default_factory=list)
+    verdict: str = ""  # accepted, slow, wrong_results, unparsable or unchecked (see the module doc)
     note: str = ""
 
 
-def _measure(search: Search, measure: Measure, nodes: Sequence[str]) -> float:
-    """Run one measurement and keep it in the record (a failed job counts as 0 GB/s: it is not acceptable)."""
+def _verdict(result: Measurement, threshold: float) -> str:
+    if result.unparsable:
+        return "unparsable"
+    if result.unchecked:
+        return "unchecked"
+    if result.problems:
+        return "wrong"
+    return "ok" if (result.busbw_gbps or 0.0) >= threshold else "slow"
+
+
+def _measure(search: Search, measure: Measure, nodes: Sequence[str]) -> str:
+    """Run one measurement, keep it in the record and return its verdict (a failed job counts as 0 GB/s)."""
+    error = None
     try:
-        value = float(measure(nodes))
-        error = None
+        result = measure(nodes)
     except Exception as err:  # a hung or failed job is a finding, not a crash of the search
-        value, error = 0.0, f"{type(err).__name__}: {err}"
-    search.measurements.append({"nodes": list(nodes), "busbw_gbps": value, "error": error})
-    return value
+        result, error = Measurement(0.0), f"{type(err).__name__}: {err}"
+    if not isinstance(result, Measurement):
+        result = Measurement(float(result))
+    verdict = "failed" if error else _verdict(result, search.threshold_gbps)
+    search.measurements.append(
+        {
+            "nodes": list(nodes),
+            "busbw_gbps": result.busbw_gbps,
+            "verdict": verdict,
+            "error": error,
+            "problems": result.problems,
+            "unparsable": result.unparsable,
+            "output": result.output,
+        }
+    )
+    return verdict
+
+
+def _stop_unjudged(search: Search, verdict: str) -> Search:
+    """The all-node job's output says nothing about the nodes: report why, blame nobody."""
+    last = search.measurements[-1]
+    search.verdict = verdict
+    if verdict == "unparsable":
+        search.note = f"the benchmark output could not be read: {last['unparsable']}"
+    else:
+        search.note = f"the benchmark did not check its results: {'; '.join(last['problems'][:3])}"
+    return search
+
+
+def _retest(search: Search, measure: Measure, suspects: list[str]) -> None:
+    """Pair each suspect with a node proven good; sort it by what that job says."""
+    reference = search.good[0]
+    for node in suspects:
+        verdict = _measure(search, measure, [reference, node])
+        target = {"ok": search.good, "wrong": search.wrong_results}.get(verdict, search.slow)
+        (search.inconclusive if verdict in UNJUDGED else target).append(node)
 
 
 def pairwise_search(nodes: Sequence[str], measure: Measure, threshold: float) -> Search:
-    """Measure all nodes together; below ``threshold``, find the slow nodes by pairs (see the module doc)."""
+    """Measure all nodes together; below ``threshold`` or with wrong results, find the culprits by pairs."""
     if len(set(nodes)) != len(nodes) or len(nodes) < 2:
         raise ValueError(f"nodes: need at least two distinct nodes, got {list(nodes)}")
     search = Search(nodes=list(nodes), threshold_gbps=threshold)
-    search.all_nodes_gbps = _measure(search, measure, nodes)
-    if search.all_nodes_gbps >= threshold:
+    verdict = _measure(search, measure, nodes)
+    search.all_nodes_gbps = search.measurements[0]["busbw_gbps"]
+    if verdict in UNJUDGED:
+        return _stop_unjudged(search, verdict)
+    search.verdict = {"ok": "accepted", "wrong": "wrong_results"}.get(verdict, "slow")
+    if verdict == "ok":
         search.passed = True
         search.good = list(nodes)
         return search
     pairs = [list(nodes[i : i + 2]) for i in range(0, len(nodes) - 1, 2)]
-    leftover = [nodes[-1]] if len(nodes) % 2 else []
-    suspects: list[str] = list(leftover)
+    suspects: list[str] = [nodes[-1]] if len(nodes) % 2 else []
     for pair in pairs:
-        if _measure(search, measure, pair) >= threshold:
+        verdict = _measure(search, measure, pair)
+        if verdict == "ok":
             search.good.extend(pair)
         else:
-            suspects.extend(pair)
+            (search.inconclusive if verdict in UNJUDGED else suspects).extend(pair)
     if not search.good:
-        # Every pair is slow: either most nodes are bad or the fabric is; pairs cannot tell which.
-        search.inconclusive = suspects
-        search.note = "every pair is below the floor: suspect the fabric or most nodes; pairs cannot tell"
+        # Every pair fails: either most nodes are bad or the fabric is; pairs cannot tell which.
+        search.inconclusive += suspects
+        search.note = (
+            "every pair is below the floor or returns wrong results: suspect the fabric or most nodes;"
+            " pairs cannot tell"
+        )
         return search
-    reference = search.good[0]
-    for node in suspects:
-        if _measure(search, measure, [reference, node]) >= threshold:
-            search.good.append(node)
-        else:
-            search.slow.append(node)
-    if not search.slow:
+    _retest(search, measure, suspects)
+    if not search.slow and not search.wrong_results:
         search.note = "every pair passes: the shortfall needs more than two nodes (topology, switch, scale)"
     return search
 
 
 # ---------------------------------------------------------------------------------------------- Slurm runs
-def parse_busbw(output: str, summary: Path | None, op: str = "all_reduce") -> float:
-    """Bus bandwidth at the largest size: from our test case's summary JSON, else from nccl-tests rows."""
-    if summary is not None and summary.is_file():
-        data = json.loads(summary.read_text(encoding="utf-8"))
-        return float(data["max_busbw_gbps"][op])
-    rows = [(int(m.group(1)), float(m.group(4))) for m in map(NCCL_TESTS_ROW.match, output.splitlines()) if m]
-    if not rows:
-        raise ValueError(f"no bus bandwidth in the job output: {output.strip()[-300:]}")
-    return max(rows)[1]
+def read_job(output: str, summary: Path | None, op: str = "all_reduce") -> Measurement:
+    """The job's table from its stdout; a summary the command was asked to write must exist (run complete)."""
+    parsed = parse_output(output, op)
+    if not parsed.unparsable and summary is not None and not summary.is_file():
+        parsed.unparsable = f"truncated run: the command did not write its summary {summary}"
+    return Measurement.from_output(parsed)
 
 
 @dataclass
 class SlurmMeasure:
-    """One srun job per measurement; the command is a template so that nccl-tests or our test case fit."""
+    """One srun job per measurement; the command is a template so that nccl-tests or our test case fit.
+
+    ``--label`` prefixes each line with its task number, so the parser can tell rank 0's table from the rest
+    (and notice a build without MPI, where every task prints a table of its own).
+    """
 
     command: str
     partition: str = ""
@@ -111,12 +181,13 @@ class SlurmMeasure:
     timeout: int = 900
     workdir: Path = Path(tempfile.gettempdir())
     extra: list[str] = field(default_factory=list)
+    op: str = "all_reduce"
 
-    def __call__(self, nodes: Sequence[str]) -> float:
-        """Run the job across ``nodes`` and return its bus bandwidth."""
+    def __call__(self, nodes: Sequence[str]) -> Measurement:
+        """Run the job across ``nodes`` and read its table."""
         summary = self.workdir / f"nccl-acceptance-{'-'.join(nodes)}-{time.time_ns()}.json"
         argv = ["srun", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
-        argv += [f"--ntasks-per-node={self.tasks_per_node}", "--kill-on-bad-exit=1", *self.extra]
+        argv += [f"--ntasks-per-node={self.tasks_per_node}", "--kill-on-bad-exit=1", "--label", *self.extra]
         if self.partition:
             argv.append(f"--partition={self.partition}")
         command = self.command.format(master=nodes[0], summary=summary, nodes=len(nodes))
@@ -124,15 +195,17 @@ class SlurmMeasure:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"srun rc={done.returncode}: {(done.stdout + done.stderr).strip()[-300:]}")
-        return parse_busbw(done.stdout, summary)
+        return read_job(done.stdout + done.stderr, summary if "{summary}" in self.command else None, self.op)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """0: accepted; 1: below the floor (slow nodes named in the JSON); 2: bad input."""
+    """0: accepted; 1: below the floor or wrong results (culprits named in the JSON); 2: bad input;
+    3: the benchmark's output could not be judged (unreadable, or results not checked)."""
     parser = argparse.ArgumentParser(description="NCCL acceptance with a pairwise slow-node search")
     parser.add_argument("--nodes", required=True, help="comma-separated Slurm node names")
     parser.add_argument("--threshold-gbps", type=float, required=True)
     parser.add_argument("--command", required=True, help="bash command run by every task; {master} {summary}")
+    parser.add_argument("--op", default="all_reduce", help="collective whose rows are judged")
     parser.add_argument("--tasks-per-node", type=int, default=1)
     parser.add_argument("--partition", default="")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
@@ -145,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print("nccl_acceptance: --threshold-gbps must be > 0 and --tasks-per-node >= 1", file=sys.stderr)
         return 2
     measure = SlurmMeasure(
-        args.command, args.partition, args.tasks_per_node, args.timeout, args.workdir, args.srun_arg
+        args.command, args.partition, args.tasks_per_node, args.timeout, args.workdir, args.srun_arg, args.op
     )
     try:
         search = pairwise_search(nodes, measure, args.threshold_gbps)
@@ -156,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.write_text(text + "\n", encoding="utf-8")
     print(text)
-    return 0 if search.passed else 1
+    return 0 if search.passed else 3 if search.verdict in UNJUDGED else 1
 
 
 if __name__ == "__main__":

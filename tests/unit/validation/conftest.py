@@ -17,6 +17,8 @@ init_ansible_plugins()
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The node_health scripts are staged side by side on the nodes and import each other by plain name.
+sys.path.insert(0, str(ROOT / "roles/node_health/files"))
 
 
 def load(path: Path, name: str):

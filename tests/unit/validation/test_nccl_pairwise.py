@@ -84,21 +84,6 @@ def test_bad_node_list_is_refused():
         acc.pairwise_search(["a", "a"], Fabric(), FLOOR)
 
 
-def test_parse_nccl_tests_output_takes_the_largest_size(fixture_text):
-    assert acc.parse_busbw(fixture_text("all_reduce_perf.txt"), None) == 334.07
-
-
-def test_parse_our_summary_json(tmp_path):
-    summary = tmp_path / "s.json"
-    summary.write_text('{"max_busbw_gbps": {"all_reduce": 12.5, "all_gather": 9.0}}')
-    assert acc.parse_busbw("", summary) == 12.5
-
-
-def test_parse_refuses_output_without_rows():
-    with pytest.raises(ValueError, match="no bus bandwidth"):
-        acc.parse_busbw("srun: error: Unable to allocate resources", None)
-
-
 def test_cli_bad_input():
     script = ROOT / "roles/node_health/files/nccl_acceptance.py"
     done = subprocess.run(

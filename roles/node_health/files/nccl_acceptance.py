@@ -153,7 +153,9 @@ def pairwise_search(nodes: Sequence[str], measure: Measure, threshold: float) ->
         )
         return search
     _retest(search, measure, suspects)
-    if not search.slow and not search.wrong_results:
+    if search.inconclusive:
+        search.note = "some jobs' output could not be judged: their nodes are inconclusive (see measurements)"
+    elif not search.slow and not search.wrong_results:
         search.note = "every pair passes: the shortfall needs more than two nodes (topology, switch, scale)"
     return search
 

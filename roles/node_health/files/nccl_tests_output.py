@@ -159,6 +159,7 @@ class StreamReader:
         self.rows: list[Row] = []
         self.pending = ""
         self.bad_rows: list[str] = []
+        self.cut_last = ""  # a short row with nothing read after it: the run stopped there
         self.errors: list[str] = []
         self.out_of_bounds: int | None = None
         self.avg_busbw: float | None = None
@@ -177,6 +178,7 @@ class StreamReader:
                 self._finish_row(self.pending)
                 self.pending = ""
         elif text.lstrip().startswith("#"):
+            self.cut_last = ""
             self._comment(text.strip())
 
     def _starts_row(self, text: str) -> bool:
@@ -200,8 +202,10 @@ class StreamReader:
     def _finish_row(self, text: str) -> None:
         tokens = text.split()
         widths = [len(group) for group in self.groups]
+        self.cut_last = ""
         if len(tokens) < len(FIXED) + sum(widths):
             self.bad_rows.append(f"row cut short: {text.strip()!r}")
+            self.cut_last = text.strip()
             return
         try:
             sides, start = [], len(FIXED)
@@ -223,10 +227,10 @@ def _why_unparsable(reader: StreamReader, op: str, text: str) -> str:
         return f"error text in the output: {reader.errors[0][:300]}"
     if reader.runs > 1:
         return f"{reader.runs} separate nccl-tests runs in one stream: each task ran its own test"
+    if reader.pending or reader.cut_last:
+        return f"truncated run: the output ends inside a row: {(reader.pending or reader.cut_last).strip()!r}"
     if reader.bad_rows:
         return reader.bad_rows[0]
-    if reader.pending:
-        return f"truncated run: the output ends inside a row: {reader.pending.strip()!r}"
     if not reader.rows:
         return f"no result rows in the output: {text.strip()[-300:]!r}"
     if reader.tool == "nccl-tests" and reader.avg_busbw is None:

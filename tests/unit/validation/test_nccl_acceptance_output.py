@@ -1,0 +1,124 @@
+"""nccl_acceptance.py judging jobs by their parsed output: unreadable or unchecked output blames no node, wrong
+elements name the nodes that return them, and the CLI's exit status and record say which case it was.
+
+The CLI test runs the real script with a stand-in ``srun`` first on PATH that prints a fixture (this host has
+no Slurm); the lab test (tests/integration/validation/) runs it through the lab's real srun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES, ROOT, load
+
+acc = load(ROOT / "roles/node_health/files/nccl_acceptance.py", "trainstack_nccl_acceptance_output")
+SCRIPT = ROOT / "roles/node_health/files/nccl_acceptance.py"
+NODES = [f"n{i}" for i in range(6)]
+FLOOR = 280.0
+
+
+def job(fixture: str, **replace: str):
+    """A measurement function that answers every job with a fixture's text, read by the real parser."""
+    text = (FIXTURES / fixture).read_text(encoding="utf-8")
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    return lambda nodes: acc.read_job(text, None)
+
+
+def test_a_clean_run_is_accepted_on_its_parsed_bandwidth():
+    search = acc.pairwise_search(NODES, job("nccl-tests-all_reduce.srun-label.txt"), FLOOR)
+    assert search.passed and search.verdict == "accepted" and search.all_nodes_gbps == 348.16
+    record = search.measurements[0]
+    assert record["verdict"] == "ok" and record["output"]["rows"][-1]["in_place"]["busbw_gbps"] == 343.90
+
+
+@pytest.mark.parametrize(
+    ("fixture", "verdict", "note"),
+    [
+        ("nccl-tests-all_reduce.truncated.txt", "unparsable", "could not be read: truncated run"),
+        ("nccl-tests-all_reduce.nccl-failure.txt", "unparsable", "could not be read: error text"),
+        ("nccl-tests-all_reduce.separate-runs.txt", "unparsable", "could not be read: tables from 2 ranks"),
+        ("nccl-tests-all_reduce.no-check.txt", "unchecked", "did not check its results: 1048576 B"),
+    ],
+)
+def test_output_that_cannot_be_judged_blames_no_node(fixture, verdict, note):
+    calls: list[list[str]] = []
+    measure = job(fixture)
+
+    def counted(nodes):
+        calls.append(list(nodes))
+        return measure(nodes)
+
+    search = acc.pairwise_search(NODES, counted, FLOOR)
+    assert not search.passed and search.verdict == verdict and note in search.note
+    assert search.slow == [] and search.wrong_results == [] and calls == [NODES]  # no pair search
+
+
+def test_wrong_elements_name_the_node_that_returns_them():
+    clean, wrong = job("nccl-tests-all_reduce.txt"), job("nccl-tests-all_reduce.wrong.txt")
+    search = acc.pairwise_search(NODES, lambda nodes: (wrong if "n3" in nodes else clean)(nodes), FLOOR)
+    assert search.verdict == "wrong_results" and not search.passed
+    assert search.wrong_results == ["n3"] and search.slow == [] and "n3" not in search.good
+    assert "1048580 wrong elements" in search.measurements[0]["problems"][0]
+
+
+def test_an_unreadable_pair_is_inconclusive_not_slow():
+    slow = job("nccl-tests-all_reduce.txt", **{"348.16": "120.00"})
+    clean, cut = job("nccl-tests-all_reduce.txt"), job("nccl-tests-all_reduce.truncated.txt")
+
+    def measure(nodes):
+        if len(nodes) == len(NODES):
+            return slow(nodes)
+        return (cut if "n4" in nodes else clean)(nodes)
+
+    search = acc.pairwise_search(NODES, measure, FLOOR)
+    assert search.verdict == "slow" and sorted(search.inconclusive) == ["n4", "n5"] and search.slow == []
+    assert "could not be judged" in search.note
+
+
+def test_a_summary_the_command_did_not_write_means_truncated(tmp_path):
+    text = (FIXTURES / "collectives.cpu-2ranks.txt").read_text(encoding="utf-8")
+    assert acc.read_job(text, tmp_path / "absent.json").unparsable.startswith("truncated run: the command did")
+    (tmp_path / "s.json").write_text("{}")
+    assert acc.read_job(text, tmp_path / "s.json").busbw_gbps == 0.25
+
+
+@pytest.fixture
+def fake_srun(tmp_path):
+    """``srun`` stand-in: records its argv and prints the fixture named by $FAKE_SRUN_FIXTURE."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@" > "$FAKE_SRUN_ARGV"\ncat "$FAKE_SRUN_FIXTURE"\n', encoding="utf-8"
+    )
+    srun.chmod(0o755)
+
+    def run(fixture: str) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+        env.update(FAKE_SRUN_FIXTURE=str(FIXTURES / fixture), FAKE_SRUN_ARGV=str(tmp_path / "argv"))
+        argv = [sys.executable, str(SCRIPT), "--nodes", "a,b", "--threshold-gbps", "280"]
+        argv += ["--command", "exec all_reduce_perf -b 1M -e 1G", "--output", str(tmp_path / "r.json")]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=60)
+        result = json.loads(Path(tmp_path / "r.json").read_text(encoding="utf-8"))
+        return done, result, (tmp_path / "argv").read_text(encoding="utf-8").split("\n")
+
+    return run
+
+
+def test_cli_accepts_a_labelled_run(fake_srun):
+    done, result, argv = fake_srun("nccl-tests-all_reduce.srun-label.txt")
+    assert done.returncode == 0 and result["verdict"] == "accepted" and result["all_nodes_gbps"] == 348.16
+    assert "--label" in argv  # each line names its task, so the parser can tell the tables apart
+
+
+def test_cli_exit_3_for_unreadable_output(fake_srun):
+    done, result, _ = fake_srun("nccl-tests-all_reduce.truncated.txt")
+    assert done.returncode == 3 and result["verdict"] == "unparsable" and result["slow"] == []
+    assert "truncated run" in result["note"]

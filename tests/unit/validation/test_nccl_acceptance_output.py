@@ -1,5 +1,5 @@
-"""nccl_acceptance.py judging jobs by their parsed output: unreadable or unchecked output blames no node, wrong
-elements name the nodes that return them, and the CLI's exit status and record say which case it was.
+"""nccl_acceptance.py judging jobs by their parsed output: unreadable or unchecked output blames no node,
+wrong elements name the nodes that return them, and the CLI's exit status and record say which case it was.
 
 The CLI test runs the real script with a stand-in ``srun`` first on PATH that prints a fixture (this host has
 no Slurm); the lab test (tests/integration/validation/) runs it through the lab's real srun.
@@ -84,7 +84,8 @@ def test_an_unreadable_pair_is_inconclusive_not_slow():
 
 def test_a_summary_the_command_did_not_write_means_truncated(tmp_path):
     text = (FIXTURES / "collectives.cpu-2ranks.txt").read_text(encoding="utf-8")
-    assert acc.read_job(text, tmp_path / "absent.json").unparsable.startswith("truncated run: the command did")
+    absent = acc.read_job(text, tmp_path / "absent.json")
+    assert absent.unparsable.startswith("truncated run: the command did not write its summary")
     (tmp_path / "s.json").write_text("{}")
     assert acc.read_job(text, tmp_path / "s.json").busbw_gbps == 0.25
 

@@ -1,26 +1,45 @@
 #!/usr/bin/python
-"""Submit, follow and cancel Slurm batch jobs by name."""
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Submit, follow and cancel Slurm batch jobs: submitted by name, followed by id."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: slurm_job
-short_description: Submit a Slurm batch job by name, wait for it, report its end, or cancel it
+short_description: Submit a Slurm batch job by name, follow it by id to its end, report it, or cancel it
 version_added: 0.1.0
 description:
   - Submits a batch script with C(sbatch), identified by its job name. A job of that name that is still
     pending or running is adopted instead of submitted again, so re-running a playbook does not start a second
     job unless O(force=true).
-  - With O(wait=true) polls C(squeue), then C(sacct) once the job has left the queue, until the job ends or
-    O(timeout) passes, and reports state, exit code, nodes and elapsed time.
-  - O(state=absent) cancels every active job of that name. O(state=query) only reports.
-  - Supports check mode (reports what would be submitted or cancelled).
+  - Follows the job by its id (never by name again): C(squeue) while it is queued; once it has left the queue,
+    C(sacct) where the cluster keeps accounting and C(scontrol show job) where it does not (for example
+    ParallelCluster's default cluster). C(--json) output is read where the installed Slurm offers it and
+    honours the job filter; otherwise the parsable text output.
+  - Heterogeneous jobs (C(1234+0), C(1234+1)) and arrays (C(1234_7), C(1234_[1-3])) are followed as one
+    job whose state is RUNNING while any part runs and the first failed part's state once all have ended;
+    RV(components) lists the parts.
+  - With O(wait=true) the task waits until the job ends or O(timeout) passes. The action plugin of the same
+    name prints a progress line (state, elapsed time, nodes) every O(progress_interval) seconds; it runs the
+    module for one interval at a time, because a module cannot print while it runs. When O(timeout) passes the
+    task fails, saying whether the job is still pending or running, its id, and how to cancel it
+    (C(scancel <id>)) or follow it again (O(job_id) with O(state=query)); the job itself is left alone.
+  - O(state=absent) cancels the job O(job_id), or every active job of that name. O(state=query) only reports.
+  - Supports check mode (reports what would be submitted or cancelled; does not wait).
 options:
   name:
-    description: Job name (C(sbatch --job-name)); the identity used for idempotence.
+    description:
+      - Job name (C(sbatch --job-name)); the identity used for idempotence.
+      - Required with O(state=present); with O(state=query) or O(state=absent) one of O(name) and O(job_id).
     type: str
-    required: true
+  job_id:
+    description:
+      - Id of an existing job to follow (O(state=query)) or cancel (O(state=absent)), as C(sbatch) or
+        C(squeue) print it, for example C(1234), C(1234_7), C(1234_[1-3]) or C(1234+0).
+      - Takes precedence over O(name); not used with O(state=present).
+    type: str
   script:
     description: Path on the target of the batch script to submit. Required with O(state=present).
     type: path
@@ -34,8 +53,8 @@ options:
     default: []
   state:
     description:
-      - C(present) submits (or adopts) the job; C(absent) cancels active jobs of that name; C(query) reports
-        the newest job of that name.
+      - C(present) submits (or adopts) the job; C(absent) cancels; C(query) reports the job O(job_id), or the
+        newest job of that O(name).
     type: str
     choices: [present, absent, query]
     default: present
@@ -48,13 +67,20 @@ options:
     type: bool
     default: false
   timeout:
-    description: Seconds to wait with O(wait=true); the job is left running when it passes.
+    description:
+      - Seconds to wait with O(wait=true); must be greater than 0. When it passes, the task fails and the job
+        is left as it is.
     type: int
     default: 3600
   poll_interval:
-    description: Seconds between polls.
+    description: Seconds between polls of Slurm; must be greater than 0.
     type: float
     default: 2.0
+  progress_interval:
+    description:
+      - Seconds between progress lines while waiting (printed by the action plugin); must be greater than 0.
+    type: int
+    default: 30
   until:
     description: With O(wait=true), stop waiting as soon as the job reaches one of these states.
     type: list
@@ -64,23 +90,33 @@ author: trainstack maintainers (@trainstack)
 """
 
 EXAMPLES = r"""
-- name: Submit the training job, or adopt the one already running
+- name: Submit the training job, or adopt the one already queued, and follow it to its end
   trainstack.cluster.slurm_job:
     name: fsdp-tiny
     script: /fsx/trainstack/runs/fsdp-tiny/job.sbatch
     chdir: /fsx/trainstack/runs/fsdp-tiny
+    wait: true
+    timeout: 7200
   register: job
 
-- name: Wait for it to end (fails when it does not complete)
+- name: Follow a job again by its id after a timeout (progress line every minute)
   trainstack.cluster.slurm_job:
-    name: fsdp-tiny
+    job_id: "{{ job.job_id }}"
     state: query
     wait: true
     timeout: 7200
+    progress_interval: 60
+
+- name: Wait only until one array task starts
+  trainstack.cluster.slurm_job:
+    job_id: 1234_7
+    state: query
+    wait: true
+    until: [RUNNING]
 
 - name: Cancel it
   trainstack.cluster.slurm_job:
-    name: fsdp-tiny
+    job_id: "{{ job.job_id }}"
     state: absent
 """
 
@@ -97,31 +133,71 @@ submitted:
   description: Whether this call submitted a new job.
   returned: always
   type: bool
+active:
+  description: The job is pending or running (it may still change).
+  returned: when there is a job
+  type: bool
+terminal:
+  description: The job has ended (its state will not change).
+  returned: when there is a job
+  type: bool
 exit_code:
-  description: Exit code of the batch script, once the job has ended.
-  returned: when the job has ended
+  description: Exit code of the batch script (the highest of the parts), once the job has ended.
+  returned: when there is a job
   type: int
 nodes:
   description: Host names allocated to the job.
   returned: always
   type: list
   elements: str
+nodelist:
+  description: The allocated nodes as Slurm prints them (C(ts-compute[1-2])).
+  returned: always
+  type: str
 elapsed_s:
   description: Seconds the job has run.
   returned: when known
   type: int
 work_dir:
   description: The job's working directory (where its run files are).
-  returned: always
+  returned: when there is a job
   type: str
 reason:
   description: Why a pending job waits (squeue's reason).
   returned: always
   type: str
+source:
+  description:
+    - Which command reported the state (C(squeue), C(squeue --json), C(sacct), C(sacct --json), C(scontrol)).
+  returned: when there is a job
+  type: str
+components:
+  description: The parts of the job (one for a plain job; array tasks or heterogeneous components otherwise).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    job_id:
+      description: The part's id (C(1234_7), C(1234+1)).
+      type: str
+    state:
+      description: The part's state.
+      type: str
+    exit_code:
+      description: The part's exit code, when Slurm reports one.
+      type: int
+    nodelist:
+      description: The part's nodes as Slurm prints them.
+      type: str
 timed_out:
-  description: The wait ended at O(timeout) with the job still active.
+  description: The wait ended at O(timeout) with the job still active (the task then fails).
   returned: always
   type: bool
+cancelled:
+  description: Job ids cancelled (O(state=absent)).
+  returned: with O(state=absent)
+  type: list
+  elements: str
 """
 
 import time
@@ -132,10 +208,95 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.slurm_jobs impo
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     JobInfo,
+    base_job_id,
+    check_job_id,
+    combine,
     parse_sacct,
+    parse_sacct_json,
     parse_sbatch,
+    parse_scontrol,
     parse_squeue,
+    parse_squeue_json,
+    select_records,
+    timeout_message,
 )
+
+
+class Slurm:
+    """The job commands of one module run; it learns on the way what this cluster offers.
+
+    ``--json`` is tried first and dropped for the rest of the run where the tool lacks it, fails, or (squeue
+    of Slurm 22.05) ignores the job filter and lists every job of the cluster, which the text form does not.
+    A failing ``sacct`` means no accounting (ParallelCluster's default): it is not asked again, and ended jobs
+    are read from ``scontrol show job`` instead.
+    """
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.squeue_json = True
+        self.sacct_json = True
+        self.accounting = True
+        self.accounting_error = ""
+
+    def _run(self, argv: list[str]) -> tuple[int, str, str]:
+        return self.module.run_command(argv)
+
+    def squeue(self, job_id: str) -> list[JobInfo]:
+        """Records squeue has for this job (also ended ones, for MinJobAge seconds)."""
+        base = base_job_id(job_id)
+        if self.squeue_json:
+            rc, out, _ = self._run(["squeue", "--json", "--states=all", "--job", base])
+            try:
+                everything = parse_squeue_json(out, int(time.time())) if rc == 0 else None
+            except (ValueError, KeyError, TypeError):
+                everything = None
+            if everything is not None:
+                mine = [r for r in everything if base_job_id(r.job_id) == base]
+                self.squeue_json = len(mine) == len(everything)
+                return select_records(job_id, mine)
+            self.squeue_json = False
+        argv = ["squeue", "--noheader", "--states=all", "--job", base, "--format", SQUEUE_FORMAT]
+        rc, out, _ = self._run(argv)
+        return select_records(job_id, parse_squeue(out)) if rc == 0 else []
+
+    def sacct(self, job_id: str) -> list[JobInfo] | None:
+        """Records accounting has for this job; None where the cluster keeps no accounting."""
+        if not self.accounting:
+            return None
+        base = base_job_id(job_id)
+        if self.sacct_json:
+            rc, out, _ = self._run(["sacct", "--json", "-j", base])
+            try:
+                if rc == 0:
+                    mine = [r for r in parse_sacct_json(out) if base_job_id(r.job_id) == base]
+                    return select_records(job_id, mine)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+            self.sacct_json = False
+        argv = ["sacct", "--noheader", "--parsable2", "-X", "-j", base, "--format", SACCT_FIELDS]
+        rc, out, err = self._run(argv)
+        if rc != 0:
+            self.accounting = False
+            self.accounting_error = (err or out).strip()
+            return None
+        return select_records(job_id, parse_sacct(out))
+
+    def scontrol(self, job_id: str) -> list[JobInfo]:
+        """Records slurmctld still holds for this job, with exit codes; empty once it has forgotten it."""
+        rc, out, _ = self._run(["scontrol", "--oneliner", "show", "job", base_job_id(job_id)])
+        return select_records(job_id, parse_scontrol(out)) if rc == 0 else []
+
+    def lookup(self, job_id: str) -> JobInfo | None:
+        """The job's state: squeue while it is queued; then sacct, or scontrol where sacct cannot tell."""
+        queued = self.squeue(job_id)
+        if any(r.active for r in queued):
+            return combine(job_id, queued)
+        accounted = self.sacct(job_id)
+        if accounted and all(r.terminal for r in accounted):
+            return combine(job_id, accounted)
+        # No accounting, or accounting not caught up yet: slurmctld's own record has the exit code.
+        best = self.scontrol(job_id) or accounted or queued
+        return combine(job_id, best) if best else None
 
 
 def _run(module: AnsibleModule, argv: list[str], cwd: str | None = None) -> str:
@@ -148,58 +309,39 @@ def _run(module: AnsibleModule, argv: list[str], cwd: str | None = None) -> str:
 def active_jobs(module: AnsibleModule, name: str) -> list[JobInfo]:
     """Jobs of this name still in the queue, newest first."""
     out = _run(module, ["squeue", "--noheader", "--name", name, "--format", SQUEUE_FORMAT])
-    return sorted(parse_squeue(out), key=lambda j: int(j.job_id.split("_")[0]), reverse=True)
+    jobs = [j for j in parse_squeue(out) if j.active]
+    return sorted(jobs, key=lambda j: int(base_job_id(j.job_id)), reverse=True)
 
 
-def job_info(module: AnsibleModule, job_id: str) -> JobInfo | None:
-    """Current state of one job: squeue while queued, sacct after (or when squeue has forgotten it)."""
-    # squeue forgets a job MinJobAge seconds after it ends and then errors; sacct has the rest.
-    rc, out, _ = module.run_command(
-        ["squeue", "--noheader", "--job", job_id, "--format", SQUEUE_FORMAT, "--states=all"]
-    )
-    queued = parse_squeue(out) if rc == 0 else []
-    if queued and queued[0].active:
-        return queued[0]
-    rc, out, _ = module.run_command(
-        ["sacct", "--noheader", "--parsable2", "-X", "-j", job_id, "--format", SACCT_FIELDS]
-    )
-    accounted = parse_sacct(out) if rc == 0 else None
-    return accounted or (queued[0] if queued else None)
-
-
-def newest_job_id(module: AnsibleModule, name: str) -> str:
-    """The newest job of this name, queued or finished (sacct remembers finished ones)."""
+def newest_job_id(module: AnsibleModule, slurm: Slurm, name: str) -> str:
+    """The newest job of this name: queued, else remembered by sacct (7 days) or by slurmctld."""
     active = active_jobs(module, name)
     if active:
-        return active[0].job_id
-    rc, out, _ = module.run_command(
-        [
-            "sacct",
-            "--noheader",
-            "--parsable2",
-            "-X",
-            "--name",
-            name,
-            "--starttime",
-            "now-7days",
-            "--format=JobID",
-        ]
-    )
-    ids = [line.strip() for line in out.splitlines() if line.strip().isdigit()] if rc == 0 else []
+        return base_job_id(active[0].job_id)
+    argv = ["sacct", "--noheader", "--parsable2", "-X", "--name", name, "--starttime", "now-7days"]
+    rc, out, _ = module.run_command([*argv, "--format=JobID"])
+    if rc != 0:
+        argv = ["squeue", "--noheader", "--states=all", "--name", name]
+        rc, out, _ = module.run_command([*argv, "--format=%i"])
+    ids = {base_job_id(line.strip()) for line in out.splitlines()} if rc == 0 else set()
+    ids = {i for i in ids if i.isdigit()}
     return max(ids, key=int) if ids else ""
 
 
-def wait_for(module: AnsibleModule, job_id: str, timeout: int, interval: float, until: set[str]) -> JobInfo:
+def _done(info: JobInfo, until: set[str]) -> bool:
+    return info.terminal or info.state in until
+
+
+def wait_for(slurm: Slurm, job_id: str, timeout: int, interval: float, until: set[str]) -> JobInfo | None:
     """Poll until the job ends (or reaches a state in ``until``), or the timeout passes."""
     deadline = time.monotonic() + timeout
-    info = job_info(module, job_id)
-    while info is not None and not info.terminal and info.state not in until:
-        if time.monotonic() >= deadline:
+    info = slurm.lookup(job_id)
+    while info is not None and not _done(info, until):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             break
-        time.sleep(interval)
-        info = job_info(module, job_id) or info
-    if info is None:
-        module.fail_json(msg=f"job {job_id} is unknown to squeue and sacct")
+        time.sleep(min(interval, remaining))
+        info = slurm.lookup(job_id) or info
     return info
 
 
@@ -208,16 +350,48 @@ def result(
 ) -> dict[str, Any]:
     data: dict[str, Any] = {"changed": changed, "submitted": submitted, "timed_out": timed_out}
     if info is None:
-        data.update(job_id="", state="NONE", nodes=[], reason="")
+        data.update(job_id="", state="NONE", nodes=[], nodelist="", reason="", components=[])
     else:
         data.update(info.as_dict())
     return data
 
 
+def validate(module: AnsibleModule) -> None:
+    """Refuse bad values before any Slurm command runs, naming the option and the rule."""
+    p = module.params
+    for key in ("timeout", "poll_interval", "progress_interval"):
+        if p[key] <= 0:
+            module.fail_json(msg=f"{key} must be greater than 0 seconds (got {p[key]:g})")
+    if p["job_id"]:
+        try:
+            p["job_id"] = check_job_id(p["job_id"])
+        except ValueError as err:
+            module.fail_json(msg=str(err))
+        if p["state"] == "present":
+            module.fail_json(
+                msg="job_id names a job that already exists: use it with state=query (follow) or "
+                "state=absent (cancel); state=present submits by name"
+            )
+
+
+def cancel(module: AnsibleModule, slurm: Slurm) -> None:
+    """state=absent: cancel the named job id, or every active job of the name."""
+    p = module.params
+    if p["job_id"]:
+        info = slurm.lookup(p["job_id"])
+        ids = [p["job_id"]] if info is not None and info.active else []
+    else:
+        ids = list(dict.fromkeys(base_job_id(j.job_id) for j in active_jobs(module, p["name"])))
+    if ids and not module.check_mode:
+        _run(module, ["scancel", *ids])
+    module.exit_json(changed=bool(ids), cancelled=ids, submitted=False)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "name": {"type": "str", "required": True},
+            "name": {"type": "str"},
+            "job_id": {"type": "str"},
             "script": {"type": "path"},
             "chdir": {"type": "path"},
             "sbatch_args": {"type": "list", "elements": "str", "default": []},
@@ -226,42 +400,59 @@ def main() -> None:
             "wait": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 3600},
             "poll_interval": {"type": "float", "default": 2.0},
+            "progress_interval": {"type": "int", "default": 30},
             "until": {"type": "list", "elements": "str", "default": []},
         },
-        required_if=[("state", "present", ("script",))],
+        required_one_of=[("name", "job_id")],
+        required_if=[("state", "present", ("name", "script"))],
         supports_check_mode=True,
     )
+    validate(module)
     p = module.params
-    name = p["name"]
+    slurm = Slurm(module)
 
     if p["state"] == "absent":
-        jobs = active_jobs(module, name)
-        if jobs and not module.check_mode:
-            _run(module, ["scancel", *[j.job_id for j in jobs]])
-        module.exit_json(changed=bool(jobs), cancelled=[j.job_id for j in jobs], submitted=False)
+        cancel(module, slurm)
 
     submitted = False
-    if p["state"] == "query":
-        job_id = newest_job_id(module, name)
+    if p["job_id"]:
+        job_id = p["job_id"]
+    elif p["state"] == "query":
+        job_id = newest_job_id(module, slurm, p["name"])
     else:
-        active = [] if p["force"] else active_jobs(module, name)
+        active = [] if p["force"] else active_jobs(module, p["name"])
         if active:
-            job_id = active[0].job_id
+            job_id = base_job_id(active[0].job_id)
         elif module.check_mode:
-            module.exit_json(changed=True, submitted=True, job_id="", state="NONE", nodes=[], timed_out=False)
+            module.exit_json(**result(None, submitted=True, changed=True))
         else:
-            argv = ["sbatch", "--parsable", f"--job-name={name}", *p["sbatch_args"], p["script"]]
-            job_id = parse_sbatch(_run(module, argv, cwd=p["chdir"]))
+            argv = ["sbatch", "--parsable", f"--job-name={p['name']}", *p["sbatch_args"], p["script"]]
+            out = _run(module, argv, cwd=p["chdir"])
+            try:
+                job_id = parse_sbatch(out)
+            except ValueError as err:
+                module.fail_json(msg=str(err))
             submitted = True
 
     if not job_id:
         module.exit_json(**result(None, submitted=False, changed=False))
+    until = set(p["until"])
     if p["wait"] and not module.check_mode:
-        info = wait_for(module, job_id, p["timeout"], p["poll_interval"], set(p["until"]))
-        timed_out = not info.terminal and info.state not in set(p["until"])
+        info = wait_for(slurm, job_id, p["timeout"], p["poll_interval"], until)
     else:
-        info, timed_out = job_info(module, job_id), False
-    module.exit_json(**result(info, submitted=submitted, changed=submitted, timed_out=timed_out))
+        info = slurm.lookup(job_id)
+    if info is None:
+        why = f" (sacct: {slurm.accounting_error})" if slurm.accounting_error else ""
+        module.fail_json(
+            msg=f"job {job_id} is unknown to squeue, sacct and scontrol{why}",
+            **{**result(None, submitted=submitted, changed=submitted), "job_id": job_id},
+        )
+    if p["wait"] and not module.check_mode and not _done(info, until):
+        module.fail_json(
+            msg=timeout_message(info, p["timeout"], p["name"] or ""),
+            **result(info, submitted=submitted, changed=submitted, timed_out=True),
+        )
+    module.exit_json(**result(info, submitted=submitted, changed=submitted))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,253 @@
+"""slurm_job follows a job by id through squeue, sacct and scontrol, and says what to do when a wait ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.plugins.modules.conftest import FakeSlurm, answer
+
+NO_ACCOUNTING = answer("sacct-disabled.err")
+UNKNOWN = answer("squeue-unknown.err")
+FAST = {"poll_interval": 0.05}
+
+
+def no_accounting(slurm: FakeSlurm) -> FakeSlurm:
+    """A cluster without accounting (ParallelCluster's default): sacct fails whatever it is asked."""
+    return slurm.on("sacct", NO_ACCOUNTING)
+
+
+# ---------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("timeout", 0),
+        ("timeout", -5),
+        ("poll_interval", 0),
+        ("poll_interval", -0.5),
+        ("progress_interval", 0),
+    ],
+)
+def test_non_positive_numbers_are_refused_before_slurm_is_asked(slurm, run_module, key, value) -> None:
+    res = run_module(name="x", state="query", wait=True, **{key: value})
+    assert res["failed"]
+    assert res["msg"] == f"{key} must be greater than 0 seconds (got {value})"
+    assert slurm.calls == []
+
+
+@pytest.mark.parametrize("job_id", ["12ab", "1234_", "1234+x", "1234_[a]", "12 13"])
+def test_malformed_job_id_is_refused(slurm, run_module, job_id) -> None:
+    res = run_module(job_id=job_id, state="query")
+    assert res["failed"]
+    assert res["msg"].startswith("job_id must be a Slurm job id")
+    assert repr(job_id) in res["msg"]
+    assert slurm.calls == []
+
+
+def test_job_id_does_not_submit(slurm, run_module) -> None:
+    res = run_module(job_id="12", name="x", script="/tmp/job.sbatch")
+    assert res["failed"]
+    assert "use it with state=query (follow) or state=absent (cancel)" in res["msg"]
+    assert slurm.calls == []
+
+
+def test_name_or_job_id_is_required(slurm, run_module) -> None:
+    res = run_module(state="query")
+    assert res["failed"]
+    assert "name, job_id" in res["msg"]
+
+
+# ---------------------------------------------------------------- following by id
+
+
+def test_follows_a_job_by_id_to_its_end_through_scontrol_without_accounting(slurm, run_module) -> None:
+    no_accounting(slurm)
+    slurm.on("squeue", answer("squeue-all-array.json"), match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"), answer("squeue-failed.txt"))
+    slurm.on("scontrol", answer("scontrol-failed.txt"))
+    res = run_module(job_id="12", state="query", wait=True, timeout=30, **FAST)
+    assert not res.get("failed"), res
+    assert (res["job_id"], res["state"], res["exit_code"], res["source"]) == ("12", "FAILED", 3, "scontrol")
+    assert (res["nodes"], res["elapsed_s"], res["terminal"]) == (["vm"], 5, True)
+    squeue = [c for c in slurm.calls if c[0] == "squeue"]
+    # squeue --json of 22.05 lists every job of the cluster: asked once, then the text form with --job.
+    assert ["--json" in c for c in squeue] == [True] + [False] * (len(squeue) - 1)
+    assert all(c[c.index("--job") + 1] == "12" for c in squeue)
+    assert not any("--name" in c for c in slurm.calls)
+    # Accounting is known to be off after its first refusal (json then text), and not asked again.
+    assert [c[:2] for c in slurm.calls if c[0] == "sacct"] == [["sacct", "--json"], ["sacct", "--noheader"]]
+    assert ["scontrol", "--oneliner", "show", "job", "12"] in slurm.calls
+
+
+def test_json_listing_is_filtered_to_the_job(slurm, run_module) -> None:
+    """squeue --json (22.05) answers with every job; only the record of the job asked for is read."""
+    no_accounting(slurm)
+    slurm.on("squeue", answer("squeue-all-array.json"), match=("--json",))
+    slurm.on("scontrol", answer("scontrol-unknown.err"))
+    res = run_module(job_id="2", state="query")
+    # Its exit code there is a raw wait status (768): exit code 3.
+    assert (res["state"], res["exit_code"], res["source"]) == ("FAILED", 3, "squeue --json")
+    assert [c["job_id"] for c in res["components"]] == ["2"]
+
+
+def test_running_job_read_from_squeue_json(slurm, run_module) -> None:
+    slurm.on("squeue", answer("squeue-all-array.json"), match=("--json",))
+    res = run_module(job_id="13", state="query")
+    assert (res["state"], res["source"], res["nodelist"]) == ("RUNNING", "squeue --json", "vm")
+    assert [(c["job_id"], c["state"]) for c in res["components"]] == [
+        ("13_1", "RUNNING"),
+        ("13_2", "RUNNING"),
+        ("13_3", "PENDING"),
+    ]
+    assert not any(c[0] in ("sacct", "scontrol") for c in slurm.calls)
+
+
+# ---------------------------------------------------------------- arrays and heterogeneous jobs
+
+
+@pytest.mark.parametrize(
+    ("job_id", "state", "parts"),
+    [
+        ("13", "RUNNING", ["13_3", "13_2", "13_1"]),
+        ("13_2", "RUNNING", ["13_2"]),
+        ("13_3", "PENDING", ["13_3"]),
+        ("13_[2-3]", "RUNNING", ["13_3", "13_2"]),
+    ],
+)
+def test_array_job_and_tasks(slurm, run_module, job_id, state, parts) -> None:
+    slurm.on("squeue", {"rc": 1, "err": "squeue: unrecognized option '--json'\n"}, match=("--json",))
+    slurm.on("squeue", answer("squeue-array.txt"))
+    res = run_module(job_id=job_id, state="query")
+    assert (res["job_id"], res["state"]) == (job_id, state)
+    assert [c["job_id"] for c in res["components"]] == parts
+    assert all(c[c.index("--job") + 1] == "13" for c in slurm.calls if c[0] == "squeue")
+
+
+def test_array_pending_remainder_counts_as_its_tasks(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-array-pending.txt"))
+    res = run_module(job_id="11_[2-3]", state="query")
+    assert (res["state"], [c["job_id"] for c in res["components"]]) == ("PENDING", ["11_[1-3]"])
+
+
+def test_array_ended_in_scontrol(slurm, run_module) -> None:
+    no_accounting(slurm)
+    slurm.on("squeue", UNKNOWN)
+    slurm.on("scontrol", answer("scontrol-array-done.txt"))
+    res = run_module(job_id="13_2", state="query")
+    assert (res["state"], res["exit_code"], res["source"]) == ("COMPLETED", 0, "scontrol")
+    assert [c["job_id"] for c in res["components"]] == ["13_2"]
+
+
+@pytest.mark.parametrize(("job_id", "parts"), [("16", ["16+0", "16+1"]), ("16+1", ["16+1"])])
+def test_heterogeneous_job_and_component(slurm, run_module, job_id, parts) -> None:
+    slurm.on("squeue", answer("squeue-all-het.json"), match=("--json",))
+    res = run_module(job_id=job_id, state="query")
+    assert (res["state"], [c["job_id"] for c in res["components"]]) == ("PENDING", parts)
+    assert res["source"] == "squeue --json"
+
+
+def test_heterogeneous_component_from_text_output(slurm, run_module) -> None:
+    # squeue --job 16+1 lists both components; the module keeps the one asked for.
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-het-component.txt"))
+    res = run_module(job_id="16+1", state="query")
+    assert [c["job_id"] for c in res["components"]] == ["16+1"]
+
+
+# ---------------------------------------------------------------- timeout
+
+
+def test_timeout_fails_with_the_state_the_id_and_the_way_on(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    res = run_module(job_id="12", state="query", wait=True, timeout=1, **FAST)
+    assert res["failed"] and res["timed_out"]
+    assert res["state"] == "RUNNING"
+    msg = res["msg"]
+    assert msg.startswith(
+        "job 12 (fsdp-tiny) is still running (RUNNING, elapsed 0:00:02 on vm) after the 1 s"
+    )
+    assert "Cancel it with `scancel 12`" in msg
+    assert "follow it again with trainstack.cluster.slurm_job job_id=12 state=query wait=true" in msg
+    assert not any(c[0] == "scancel" for c in slurm.calls)
+
+
+def test_timeout_of_a_pending_job_gives_its_reason(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-array-pending.txt"))
+    res = run_module(job_id="11", state="query", wait=True, timeout=1, **FAST)
+    assert res["failed"] and res["timed_out"]
+    assert "job 11 (arr) is still pending (PENDING" in res["msg"]
+    assert "`scancel 11`" in res["msg"]
+
+
+def test_until_stops_the_wait_without_failing(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    res = run_module(job_id="12", state="query", wait=True, timeout=30, until=["RUNNING"], **FAST)
+    assert not res.get("failed") and res["state"] == "RUNNING"
+
+
+def test_unknown_job_fails_naming_the_sources(slurm, run_module) -> None:
+    no_accounting(slurm)
+    slurm.on("squeue", UNKNOWN)
+    slurm.on("scontrol", answer("scontrol-unknown.err"))
+    res = run_module(job_id="999999", state="query")
+    assert res["failed"]
+    assert res["msg"] == (
+        "job 999999 is unknown to squeue, sacct and scontrol (sacct: Slurm accounting storage is disabled)"
+    )
+
+
+# ---------------------------------------------------------------- submit, adopt, cancel
+
+
+def test_adopts_the_queued_job_of_the_same_name(slurm, run_module) -> None:
+    slurm.on("squeue", answer("squeue-running.txt"), match=("--name", "fsdp-tiny"))
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    res = run_module(name="fsdp-tiny", script="/tmp/job.sbatch")
+    assert (res["job_id"], res["submitted"], res["changed"], res["state"]) == ("12", False, False, "RUNNING")
+    assert not any(c[0] == "sbatch" for c in slurm.calls)
+
+
+def test_adopting_a_queued_array_returns_its_base_id(slurm, run_module) -> None:
+    slurm.on("squeue", answer("squeue-array.txt"), match=("--name", "arr"))
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-array.txt"))
+    res = run_module(name="arr", script="/tmp/job.sbatch")
+    assert (res["job_id"], res["submitted"]) == ("13", False)
+
+
+def test_submits_when_none_is_queued_and_follows_the_new_id(slurm, run_module) -> None:
+    no_accounting(slurm)
+    slurm.on("squeue", {"out": ""}, match=("--name",))
+    slurm.on("sbatch", {"out": "12\n"})
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"), answer("squeue-failed.txt"))
+    slurm.on("scontrol", answer("scontrol-failed.txt"))
+    res = run_module(name="fsdp-tiny", script="/tmp/job.sbatch", wait=True, timeout=30, **FAST)
+    assert (res["job_id"], res["submitted"], res["changed"], res["state"]) == ("12", True, True, "FAILED")
+    assert ["sbatch", "--parsable", "--job-name=fsdp-tiny", "/tmp/job.sbatch"] in slurm.calls
+
+
+def test_query_by_name_without_accounting_finds_the_ended_job(slurm, run_module) -> None:
+    no_accounting(slurm)
+    slurm.on("squeue", {"out": ""}, match=("--name", "--format %i|"))
+    slurm.on("squeue", {"out": "12\n"}, match=("--name", "--format=%i"))
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-failed.txt"))
+    slurm.on("scontrol", answer("scontrol-failed.txt"))
+    res = run_module(name="fsdp-tiny", state="query")
+    assert (res["job_id"], res["state"], res["exit_code"]) == ("12", "FAILED", 3)
+
+
+def test_cancel_by_id(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    slurm.on("scancel", {"out": ""})
+    res = run_module(job_id="12", state="absent")
+    assert (res["changed"], res["cancelled"]) == (True, ["12"])
+    assert ["scancel", "12"] in slurm.calls

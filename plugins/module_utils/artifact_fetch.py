@@ -6,7 +6,9 @@ Why one implementation: a build that fetches the EFA installer one way and the N
 up with one path that skips the checksum. Everything goes through `fetch()`: the URL and sha256 come from
 the stack, a mirror (HTTP base URL, file:// directory or s3:// bucket) can replace the vendor for air-gapped
 builds, and a download whose checksum is unknown is refused unless the stack's lock file holds one (written
-by `make mirror`) or the caller explicitly allows it unverified. Standard library only, plus boto3 for s3://
+by `make mirror`) or the stack marks that one artifact `verify: false` with a reason. Plain http:// is refused
+for the same reason a missing checksum is: only the stack entry can allow it (`allow_http: true`). HTTP goes
+through Ansible's open_url (proxy, CA bundle and certificate checks as every other module), plus boto3 for s3://
 mirrors, so the same code runs inside an Ansible module on a build host and in the controller's mirror run.
 """
 
@@ -22,10 +24,11 @@ import shutil
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
+
+from ansible.module_utils.urls import open_url
 
 CHUNK = 1024 * 1024
 LOCK_FORMAT = 1
@@ -156,19 +159,43 @@ def record_lock(path: str, stack_id: str, result: FetchResult, url: str) -> bool
 
 
 @contextlib.contextmanager
-def _open_source(source: str, timeout: float) -> Iterator[BinaryIO]:
-    """A readable stream for http(s)://, file:// or s3:// sources; errors name the source."""
+def _open_source(source: str, timeout: float, allow_http: bool = False) -> Iterator[BinaryIO]:
+    """A readable stream for http(s)://, file:// or s3:// sources; errors name the source.
+
+    A redirect is followed, but one that lands on plain http:// is refused like an http:// URL would be.
+    """
     parsed = urllib.parse.urlparse(source)
     try:
         if parsed.scheme == "s3":
             yield _open_s3(parsed)
         else:
-            with urllib.request.urlopen(source, timeout=timeout) as response:
+            with contextlib.closing(open_url(source, timeout=timeout, follow_redirects="safe")) as response:
+                final = response.geturl() if hasattr(response, "geturl") else source
+                if final.startswith("http://") and not source.startswith("http://") and not allow_http:
+                    raise ArtifactError(f"cannot download {source}: redirected to plain http ({final})")
                 yield response
     except ArtifactError:
         raise
     except Exception as exc:
         raise ArtifactError(f"cannot download {source}: {exc}") from exc
+
+
+def check_transport(name: str, url: str, source: str, expected: str | None, allow_http: bool) -> None:
+    """Refuse plain http:// unless the stack allows it for this artifact.
+
+    An http:// mirror (the lab's, on its own bridge) is accepted for artifacts whose checksum is known, since
+    the bytes are verified after transfer; an unverified artifact over an http:// mirror is refused, because
+    then nothing at all vouches for what arrived.
+    """
+    if url.startswith("http://") and not allow_http:
+        raise ArtifactError(
+            f"artifact '{name}': {url} is plain http://; refused unless the stack sets allow_http: true on it"
+        )
+    if source != url and source.startswith("http://") and expected is None and not allow_http:
+        raise ArtifactError(
+            f"artifact '{name}' has no checksum and the mirror {source} is plain http://: refused "
+            "(use an https:// or file:// mirror, or lock its sha256 with `make mirror`)"
+        )
 
 
 def _s3_client() -> Any:
@@ -203,6 +230,36 @@ def upload_to_mirror(mirror: str, name: str, url: str, path: str) -> str:
 # ---------------------------------------------------------------- fetch
 
 
+@dataclass(frozen=True)
+class Trust:
+    """What the stack entry says about one artifact: its pinned digest and the two per-artifact exceptions."""
+
+    sha256: str | None = None
+    verify: bool = True
+    unverified_reason: str | None = None
+    allow_http: bool = False
+
+
+def expected_digest(name: str, url: str, trust: Trust, lock: dict[str, Any] | None) -> str | None:
+    """The sha256 the bytes must have, or None where the stack itself marks the artifact unverified.
+
+    Order of trust: the stack's sha256, else the lock's (same URL only). An artifact with neither is refused
+    unless its stack entry says `verify: false` and why; no switch waives this for a whole build.
+    """
+    expected = (trust.sha256 or "").lower() or locked_digest(lock or {}, name, url)
+    if expected:
+        return expected
+    if trust.verify:
+        raise ArtifactError(
+            f"artifact '{name}' ({url}) has no known sha256 in the stack or its lock file: run "
+            "`make mirror` to lock it, or mark that artifact `verify: false` with an `unverified_reason` "
+            "in the stack"
+        )
+    if not (trust.unverified_reason or "").strip():
+        raise ArtifactError(f"artifact '{name}': verify: false needs an unverified_reason")
+    return None
+
+
 def fetch(
     name: str,
     url: str,
@@ -210,25 +267,27 @@ def fetch(
     sha256: str | None = None,
     mirror: str | None = None,
     lock: dict[str, Any] | None = None,
-    allow_unverified: bool = False,
     timeout: float = 60.0,
     check_mode: bool = False,
     attempts: int = 3,
     retry_pause: float = 5.0,
+    trust: Trust | None = None,
+    trust_on_first_use: bool = False,
 ) -> FetchResult:
     """Download one artifact to `dest`, verified against the stack's or the lock's sha256.
 
-    Order of trust: the stack's sha256, else the lock's (same URL only), else nothing, which is refused unless
-    `allow_unverified`. A dest that already holds the expected bytes is left alone (changed=False).
+    `trust` carries the stack entry's sha256, `verify`, `unverified_reason` and `allow_http` (`sha256` alone
+    is the common case). `trust_on_first_use` is for `make mirror` only: it records the digest of an artifact
+    nothing vouches for yet into the lock file, whose diff is then reviewed. A dest that already holds the
+    expected bytes is left alone (changed=False).
     """
-    expected = (sha256 or "").lower() or locked_digest(lock or {}, name, url)
+    trust = trust or Trust(sha256=sha256)
     source = source_for(name, url, mirror)
-    if expected is None and not allow_unverified:
-        raise ArtifactError(
-            f"artifact '{name}' ({url}) has no known sha256 in the stack or its lock file: run "
-            "`make mirror` to lock it, or set allow_unverified (artifact_allow_unverified) to accept it "
-            "unchecked"
-        )
+    if trust_on_first_use:
+        expected = (trust.sha256 or "").lower() or locked_digest(lock or {}, name, url)
+    else:
+        expected = expected_digest(name, url, trust, lock)
+    check_transport(name, url, source, expected, trust.allow_http)
     if expected and os.path.isfile(dest) and sha256_file(dest) == expected:
         return FetchResult(name, dest, source, expected, os.path.getsize(dest), True, False)
     if check_mode:
@@ -238,7 +297,7 @@ def fetch(
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".artifact-")
     os.close(fd)
     try:
-        actual, size = _download_retrying(source, tmp, timeout, attempts, retry_pause)
+        actual, size = _download_retrying(source, tmp, timeout, attempts, retry_pause, trust.allow_http)
         if expected and actual != expected:
             raise ChecksumMismatchError(name, source, expected, actual)
         os.replace(tmp, dest)
@@ -249,14 +308,14 @@ def fetch(
 
 
 def _download_retrying(
-    source: str, path: str, timeout: float, attempts: int, pause: float
+    source: str, path: str, timeout: float, attempts: int, pause: float, allow_http: bool = False
 ) -> tuple[str, int]:
     """Download with a few tries: vendor CDNs and proxies drop connections now and then, and a build that
     fails on one reset wastes the whole image. Local files (file://) fail the same way every time: one try."""
     tries = 1 if source.startswith("file://") else max(1, attempts)
     for attempt in range(1, tries + 1):
         try:
-            return _download(source, path, timeout)
+            return _download(source, path, timeout, allow_http)
         except ArtifactError as exc:
             if attempt == tries:
                 raise ArtifactError(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from exc
@@ -264,7 +323,7 @@ def _download_retrying(
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def _download(source: str, path: str, timeout: float) -> tuple[str, int]:
+def _download(source: str, path: str, timeout: float, allow_http: bool = False) -> tuple[str, int]:
     """Stream source into path (truncating it), hashing as it goes; returns (sha256, bytes).
 
     http.client ends a body early without an error when the connection drops (it does not raise
@@ -273,7 +332,7 @@ def _download(source: str, path: str, timeout: float) -> tuple[str, int]:
     """
     digest = hashlib.sha256()
     size = 0
-    with open(path, "wb") as out, _open_source(source, timeout) as stream:
+    with open(path, "wb") as out, _open_source(source, timeout, allow_http) as stream:
         announced = _announced_length(stream)
         for chunk in iter(lambda: stream.read(CHUNK), b""):
             digest.update(chunk)

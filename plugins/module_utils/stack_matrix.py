@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-STACK_KEYS_REQUIRED = ("id", "status", "scope", "components")
-SCOPE_KEYS = ("os", "arch", "instance_families")
-KNOWN_ARCHES = ("x86_64", "aarch64")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack_schema import (
+    problems as schema_problems,
+)
+
 _NUM_RE = re.compile(r"\d+")
 
 
@@ -131,66 +131,45 @@ _OPS: dict[str, Callable[[int], bool]] = {
 # ---------------------------------------------------------------- stack structure
 
 
-def validate_stack(stack: Mapping[str, Any]) -> None:
-    """Refuse a stack whose shape is wrong, naming the key, before any rule looks at versions."""
-    if not isinstance(stack, Mapping):
-        raise StackError("stack must be a mapping")
-    for key in STACK_KEYS_REQUIRED:
-        if key not in stack:
-            raise StackError(f"stack is missing required key '{key}'")
+def validate_stack(stack: Mapping[str, Any], source: str | None = None) -> None:
+    """Refuse a stack whose shape is wrong, naming the file and the key, before any rule looks at versions.
+
+    The schema (module_utils/stack_schema.py) catches unknown or misspelt keys, wrong types and null sections;
+    the checks after it are the ones a schema cannot state (cross-references between sections).
+    """
+    label = source or (f"stack {stack.get('id')}" if isinstance(stack, Mapping) else "stack")
+    found = schema_problems(stack)
+    if found:
+        raise StackError("\n".join(f"{label}: {line}" for line in found))
     scope = stack["scope"]
-    for key in SCOPE_KEYS:
-        if not isinstance(scope.get(key), list) or not scope.get(key):
-            raise StackError(f"stack {stack['id']}: scope.{key} must be a non-empty list")
     for lab_os in scope.get("lab_os") or []:
         if lab_os not in scope["os"]:
-            raise StackError(f"stack {stack['id']}: scope.lab_os '{lab_os}' must also be listed in scope.os")
-    for arch in scope["arch"]:
-        if arch not in KNOWN_ARCHES:
-            raise StackError(
-                f"stack {stack['id']}: scope.arch '{arch}' is not one of {', '.join(KNOWN_ARCHES)}"
-            )
-    if not isinstance(stack["components"], Mapping) or not stack["components"]:
-        raise StackError(f"stack {stack['id']}: components must be a non-empty mapping")
+            raise StackError(f"{label}: scope.lab_os: '{lab_os}' must also be listed in scope.os")
     for name, comp in stack["components"].items():
-        _validate_component(stack["id"], name, comp)
+        for override_os in comp.get("by_os") or {}:
+            if override_os not in comp["os"]:
+                raise StackError(
+                    f"{label}: components.{name}.by_os.{override_os}: overrides an OS the component is not "
+                    "scoped to"
+                )
 
 
-def _validate_component(stack_id: str, name: str, comp: Any) -> None:
-    where = f"stack {stack_id}: components.{name}"
-    if not isinstance(comp, Mapping):
-        raise StackError(f"{where} must be a mapping")
-    if not comp.get("version"):
-        raise StackError(f"{where}.version is required")
-    for key in ("os", "arch"):
-        if not isinstance(comp.get(key), list) or not comp[key]:
-            raise StackError(f"{where}.{key} must be a non-empty list")
-    if not comp.get("source"):
-        raise StackError(f"{where}.source (URL or repository) is required")
-    for override_os, override in (comp.get("by_os") or {}).items():
-        if override_os not in comp["os"]:
-            raise StackError(f"{where}.by_os.{override_os} overrides an OS the component is not scoped to")
-        _validate_artifacts(f"{where}.by_os.{override_os}", override.get("artifacts") or [])
-    _validate_artifacts(where, comp.get("artifacts") or [])
-
-
-def _validate_artifacts(where: str, artifacts: Iterable[Any]) -> None:
-    for index, art in enumerate(artifacts):
-        label = f"{where}.artifacts[{index}]"
-        if not isinstance(art, Mapping) or not art.get("name") or not art.get("url"):
-            raise StackError(f"{label} needs 'name' and 'url'")
-        if "sha256" not in art:
-            raise StackError(f"{label} ({art['name']}): 'sha256' must be present (null when not known yet)")
-        digest = art["sha256"]
-        if digest is not None and not SHA256_RE.match(str(digest)):
-            raise StackError(f"{label} ({art['name']}): sha256 must be 64 lowercase hex digits or null")
+def unverified_artifacts(stack: Mapping[str, Any], os_id: str, arch: str) -> list[dict[str, Any]]:
+    """The artifacts one OS/arch installs without a checksum, because the stack says so for each of them."""
+    return [
+        {"name": a["name"], "url": a["url"], "component": a["component"], "reason": a["unverified_reason"]}
+        for a in artifacts(stack, os_id, arch)
+        if a.get("verify") is False
+    ]
 
 
 def resolve(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, dict[str, Any]]:
     """Components that apply to one OS and architecture, with `by_os` overrides merged in.
 
     Artifacts restricted to another architecture are dropped, so callers see exactly what a build downloads.
+    Every caller (filters, modules, environment) goes through here, so none of them reads an invalid stack.
     """
+    validate_stack(stack)
     _in_scope(stack, os_id, arch)
     resolved: dict[str, dict[str, Any]] = {}
     for name, comp in stack["components"].items():
@@ -431,22 +410,28 @@ def targets(stack: Mapping[str, Any], os_id: str | None = None, arch: str | None
 
 
 def unverified_notes(stack: Mapping[str, Any], lock: Mapping[str, Any] | None = None) -> list[Finding]:
-    """One note per artifact with no sha256 in stack or lock: such downloads need explicit consent."""
+    """One note per artifact with no sha256 in stack or lock (a build refuses it), and one per artifact the
+    stack itself accepts unchecked (`verify: false`), with the stack's reason."""
     locked = (lock or {}).get("artifacts", {})
     notes = []
     for art in all_artifacts(stack):
         entry = locked.get(art["name"]) or {}
-        if art.get("sha256") is None and not (entry.get("sha256") and entry.get("url") == art["url"]):
-            notes.append(
-                Finding(
-                    "checksum-unknown",
-                    "note",
-                    f"{art['name']} ({art['url']}) has no known sha256: "
-                    "lock it with `make mirror` or allow it unverified",
-                    "stacks/README: never invent a checksum",
-                    "",
-                )
+        if art.get("sha256") is not None or (entry.get("sha256") and entry.get("url") == art["url"]):
+            continue
+        if art.get("verify") is False:
+            message = f"{art['name']} ({art['url']}) is accepted unverified: {art['unverified_reason']}"
+            notes.append(Finding("checksum-waived", "note", message, "stacks/<id>.yml verify: false", ""))
+            continue
+        notes.append(
+            Finding(
+                "checksum-unknown",
+                "note",
+                f"{art['name']} ({art['url']}) has no known sha256: a build refuses it until `make mirror` "
+                "locks it or its stack entry says verify: false with a reason",
+                "stacks/README: never invent a checksum",
+                "",
             )
+        )
     return notes
 
 
@@ -456,10 +441,14 @@ def check(
     os_id: str | None = None,
     arch: str | None = None,
     lock: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> Report:
-    """Run every rule against every target in the stack's scope; one error per distinct message."""
+    """Run every rule against every target in the stack's scope; one error per distinct message.
+
+    The schema runs first (`source` names the file in its errors), so no rule ever sees a malformed stack.
+    """
     rules = list(rules)
-    validate_stack(stack)
+    validate_stack(stack, source)
     validate_rules(rules)
     report = Report(stack_id=str(stack["id"]))
     grouped: dict[tuple[str, str], tuple[Finding, list[str]]] = {}

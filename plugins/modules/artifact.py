@@ -13,7 +13,10 @@ description:
   - Every file a trainstack build downloads (driver installers, the EFA installer, sources, wheels) goes
     through this module, so no download skips its checksum.
   - The sha256 comes from the stack (C(stacks/<id>.yml)); where the stack has none, from the stack's lock file
-    written by C(make mirror); otherwise the download is refused unless O(allow_unverified=true).
+    written by C(make mirror); otherwise the download is refused unless the stack marks that artifact
+    C(verify: false) with a reason (O(verify=false) and O(unverified_reason)).
+  - A plain C(http://) URL is refused unless the stack allows it for that artifact (O(allow_http=true)); an
+    artifact without a checksum is refused over a plain C(http://) mirror.
   - With O(mirror_url) the file is fetched from C(<mirror_url>/<name>/<file name>) instead of upstream
     (HTTP(S) base URL, C(file://) directory or C(s3://bucket/prefix)), for air-gapped builds.
   - A checksum mismatch fails the task and prints both hashes; the partial file is removed.
@@ -52,8 +55,17 @@ options:
   stack_id:
     description: Stack id written into the lock file with O(record_lock).
     type: str
-  allow_unverified:
-    description: Accept a download with no known sha256 (the result says C(verified=false)).
+  verify:
+    description:
+      - The artifact's C(verify) from the stack. C(false) accepts this one download without a known sha256
+        (the result says C(verified=false) and carries the reason); a sha256 in the lock file still applies.
+    type: bool
+    default: true
+  unverified_reason:
+    description: Why the stack accepts this artifact unverified; required with O(verify=false).
+    type: str
+  allow_http:
+    description: The artifact's C(allow_http) from the stack; C(true) accepts a plain C(http://) URL.
     type: bool
     default: false
   timeout:
@@ -84,6 +96,10 @@ verified:
   description: Whether the file was checked against a pinned or locked sha256.
   returned: success
   type: bool
+unverified_reason:
+  description: The stack's reason for accepting the artifact unchecked.
+  returned: when verified is false
+  type: str
 source:
   description: Where the bytes came from (mirror or upstream URL).
   returned: success
@@ -103,6 +119,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import (
     ArtifactError,
+    Trust,
     fetch,
     load_lock,
     record_lock,
@@ -121,6 +138,13 @@ def _validate(module: AnsibleModule) -> None:
         module.fail_json(msg="record_lock: needs lock_file and stack_id")
     if not re.match(r"^(https?|file|s3)://", params["url"]):
         module.fail_json(msg=f"url: '{params['url']}' must be http(s)://, file:// or s3://")
+    if params["url"].startswith("http://") and not params["allow_http"]:
+        module.fail_json(
+            msg=f"url: '{params['url']}' is plain http://; refused unless the stack sets allow_http: true on "
+            f"artifact {params['name']}"
+        )
+    if not params["verify"] and not (params["unverified_reason"] or "").strip():
+        module.fail_json(msg=f"unverified_reason: required when verify is false (artifact {params['name']})")
 
 
 def main() -> None:
@@ -135,7 +159,9 @@ def main() -> None:
             "lock_file": {"type": "path"},
             "record_lock": {"type": "bool", "default": False},
             "stack_id": {"type": "str"},
-            "allow_unverified": {"type": "bool", "default": False},
+            "verify": {"type": "bool", "default": True},
+            "unverified_reason": {"type": "str"},
+            "allow_http": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 60},
             "mode": {"type": "raw"},
         },
@@ -149,12 +175,17 @@ def main() -> None:
             params["name"],
             params["url"],
             params["dest"],
-            sha256=params["sha256"],
+            trust=Trust(
+                sha256=params["sha256"],
+                verify=params["verify"],
+                unverified_reason=params["unverified_reason"],
+                allow_http=params["allow_http"],
+            ),
             mirror=params["mirror_url"],
             lock=lock,
-            allow_unverified=params["allow_unverified"] or params["record_lock"],
             timeout=params["timeout"],
             check_mode=module.check_mode,
+            trust_on_first_use=params["record_lock"],
         )
         out = result.as_dict()
         if params["mirror_dir"] and not module.check_mode:
@@ -171,9 +202,11 @@ def main() -> None:
             module.load_file_common_arguments({"path": params["dest"], "mode": params["mode"]}),
             out["changed"],
         )
-    if not out["verified"]:
+    if not out["verified"] and not params["record_lock"]:
+        out["unverified_reason"] = params["unverified_reason"]
         module.warn(
-            f"artifact {params['name']} was downloaded WITHOUT checksum verification (allow_unverified)"
+            f"artifact {params['name']} was downloaded WITHOUT checksum verification "
+            f"(the stack marks it verify: false: {params['unverified_reason']})"
         )
     module.exit_json(**out)
 

@@ -13,7 +13,11 @@ description:
   - Runs every rule of C(stacks/rules.yml) against every OS x architecture x instance family in the stack's
     scope (or one OS/architecture) and fails, naming each broken rule, the targets it breaks on and its
     citation.
-  - Also reports (without failing) every artifact that has no known sha256 in the stack or its lock file.
+  - Before any rule, the stack is checked against its schema (module_utils/stack_schema.py, published as
+    C(stacks/schema/stack.schema.json)); unknown or misspelt keys, wrong types and null sections fail with the
+    file and the dotted path of the key.
+  - Also reports (without failing) every artifact that has no known sha256 in the stack or its lock file, and
+    lists the artifacts the stack accepts unverified (C(verify=false)) with their reasons.
   - "Pure controller-side computation; run it with C(delegate_to: localhost) or in a
     C(hosts: localhost) play."
 version_added: 0.1.0
@@ -28,6 +32,9 @@ options:
     type: list
     elements: dict
     required: true
+  path:
+    description: The stack file's path, named in every schema error (default C(stack <id>)).
+    type: str
   os:
     description: Only check this OS id (C(ubuntu-24.04), C(amzn-2023), C(debian-12)).
     type: str
@@ -80,6 +87,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "stack": {"type": "dict", "required": True},
+            "path": {"type": "str"},
             "rules": {"type": "list", "elements": "dict", "required": True},
             "os": {"type": "str"},
             "arch": {"type": "str"},
@@ -91,9 +99,16 @@ def main() -> None:
     )
     params = module.params
     try:
-        report = check(params["stack"], params["rules"], params["os"], params["arch"], params["lock"])
+        report = check(
+            params["stack"],
+            params["rules"],
+            params["os"],
+            params["arch"],
+            params["lock"],
+            source=params["path"],
+        )
     except StackError as exc:
-        module.fail_json(msg=f"stack: {exc}")
+        module.fail_json(msg=f"stack is invalid:\n{exc}")
     result = {"changed": False, "report": report.as_dict(), "text": format_report(report)}
     if params["os"]:
         result["versions"] = versions(params["stack"], params["os"], params["arch"])

@@ -50,3 +50,18 @@ def test_unknown_stack_id_names_the_available_ones():
     assert proc.returncode != 0
     assert "image_stack_id=ts-1999.01: no such stack" in proc.stdout
     assert "ts-2026.10" in proc.stdout and "ts-2025.12" in proc.stdout
+
+
+def test_misspelt_key_is_refused_naming_file_and_key(tmp_path):
+    """The schema runs before any rule: a misspelt key fails with the file and the key's dotted path."""
+    stacks = tmp_path / "stacks"
+    shutil.copytree(REPO / "stacks", stacks)
+    path = stacks / "ts-2026.10.yml"
+    path.write_text(path.read_text().replace("    kernel_modules: open", "    kernel_module: open", 1))
+    proc = check("ts-2026.10", stacks)
+    assert proc.returncode != 0
+    assert (
+        f"{path}: components.nvidia_driver.kernel_module: unknown key (did you mean 'kernel_modules'?)"
+        in proc.stdout
+    )
+    assert "stack ts-2026.10: OK" not in proc.stdout

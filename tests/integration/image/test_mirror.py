@@ -134,10 +134,15 @@ def test_build_side_uses_mirror_and_lock_and_refuses_unknown(fixture_stack, tmp_
     ok = artifact(*common, f"dest={tmp_path}/out/b.deb", f"lock_file={relock}")
     assert ok.returncode == 0, ok.stdout
     assert "verified: true" in ok.stdout and sha_b in ok.stdout
-    unverified = artifact(*common, f"dest={tmp_path}/out/c.deb", "allow_unverified=true")
+    no_reason = artifact(*common, f"dest={tmp_path}/out/c.deb", "verify=false")
+    assert no_reason.returncode != 0 and "unverified_reason: required" in no_reason.stdout
+    unverified = artifact(
+        *common, f"dest={tmp_path}/out/c.deb", "verify=false", "unverified_reason='vendor publishes none'"
+    )
     assert (
         unverified.returncode == 0
         and "WITHOUT checksum verification" in unverified.stdout + unverified.stderr
+        and "vendor publishes none" in unverified.stdout + unverified.stderr
     )
 
 

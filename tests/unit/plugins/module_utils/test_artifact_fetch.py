@@ -9,6 +9,7 @@ import http.server
 import json
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch as af
@@ -29,14 +30,15 @@ def test_fetch_verifies_and_is_idempotent(debian_debs, http_root, tmp_path):
     (root / "upstream").mkdir()
     shutil.copyfile(deb, root / "upstream" / deb.name)
     dest = tmp_path / "out" / deb.name
-    first = af.fetch("pkg", url, str(dest), sha256=digest)
+    trust = af.Trust(sha256=digest, allow_http=True)
+    first = af.fetch("pkg", url, str(dest), trust=trust)
     assert (first.changed, first.verified, first.sha256, first.size) == (
         True,
         True,
         digest,
         deb.stat().st_size,
     )
-    again = af.fetch("pkg", url, str(dest), sha256=digest)
+    again = af.fetch("pkg", url, str(dest), trust=trust)
     assert again.changed is False
     assert len(requests) == 1, "a verified file already in place must not be downloaded again"
 
@@ -59,11 +61,61 @@ def test_unknown_checksum_is_refused_before_any_request(debian_debs, http_root, 
     base, root, requests = http_root
     url = f"https://vendor.invalid/{deb.name}"
     publish(root, "pkg", url, deb)
-    with pytest.raises(af.ArtifactError, match=r"no known sha256.*make mirror"):
+    with pytest.raises(af.ArtifactError, match=r"no known sha256.*make mirror.*verify: false"):
         af.fetch("pkg", url, str(tmp_path / "x.deb"), mirror=base)
     assert requests == []
-    result = af.fetch("pkg", url, str(tmp_path / "x.deb"), mirror=base, allow_unverified=True)
+
+
+def test_unverified_only_where_the_artifact_says_so_with_a_reason(debian_debs, tmp_path):
+    """`verify: false` belongs to one stack entry and needs a reason; nothing else waives a checksum."""
+    (deb, _), _ = debian_debs
+    url = f"https://vendor.invalid/{deb.name}"
+    mirror = tmp_path / "mirror"
+    publish(mirror, "pkg", url, deb)
+    dest = tmp_path / "x.deb"
+    with pytest.raises(af.ArtifactError, match="verify: false needs an unverified_reason"):
+        af.fetch("pkg", url, str(dest), mirror=str(mirror), trust=af.Trust(verify=False))
+    assert not dest.exists()
+    reason = "vendor publishes no checksum for this file"
+    result = af.fetch(
+        "pkg", url, str(dest), mirror=str(mirror), trust=af.Trust(verify=False, unverified_reason=reason)
+    )
     assert result.verified is False and result.changed is True
+    assert "allow_unverified" not in af.fetch.__code__.co_varnames, "a global unverified switch is back"
+
+
+def test_plain_http_is_refused_unless_the_artifact_allows_it(debian_debs, http_root, tmp_path):
+    (deb, digest), _ = debian_debs
+    base, root, requests = http_root
+    (root / "up").mkdir()
+    shutil.copyfile(deb, root / "up" / deb.name)
+    url = f"{base}/up/{deb.name}"
+    assert url.startswith("http://")
+    with pytest.raises(af.ArtifactError, match=r"plain http://; refused unless the stack sets allow_http"):
+        af.fetch("pkg", url, str(tmp_path / "a.deb"), sha256=digest)
+    assert requests == [], "refused before any byte moved"
+    result = af.fetch("pkg", url, str(tmp_path / "a.deb"), trust=af.Trust(sha256=digest, allow_http=True))
+    assert result.verified is True
+
+
+def test_unverified_artifact_over_an_http_mirror_is_refused(debian_debs, http_root, tmp_path):
+    (deb, digest), _ = debian_debs
+    base, root, requests = http_root
+    url = f"https://vendor.invalid/{deb.name}"
+    publish(root, "pkg", url, deb)
+    trust = af.Trust(verify=False, unverified_reason="vendor publishes no checksum")
+    with pytest.raises(af.ArtifactError, match=r"no checksum and the mirror .* is plain http"):
+        af.fetch("pkg", url, str(tmp_path / "a.deb"), mirror=base, trust=trust)
+    assert requests == []
+    # A checksummed artifact may use the lab's http mirror: the bytes are verified after transfer.
+    assert af.fetch("pkg", url, str(tmp_path / "b.deb"), sha256=digest, mirror=base).verified is True
+
+
+def test_downloads_go_through_ansible_open_url():
+    """Proxy settings, CA bundles and certificate checks come from Ansible's one implementation."""
+    source = Path(af.__file__).read_text()
+    assert "urllib.request" not in source
+    assert "open_url(" in source
 
 
 def test_lock_records_and_then_verifies(debian_debs, http_root, tmp_path):
@@ -72,7 +124,7 @@ def test_lock_records_and_then_verifies(debian_debs, http_root, tmp_path):
     url = f"https://vendor.invalid/{deb.name}"
     served = publish(root, "pkg", url, deb)
     lock_path = tmp_path / "locks" / "ts-test.lock.json"
-    result = af.fetch("pkg", url, str(tmp_path / "a.deb"), mirror=base, allow_unverified=True)
+    result = af.fetch("pkg", url, str(tmp_path / "a.deb"), mirror=str(root), trust_on_first_use=True)
     assert af.record_lock(str(lock_path), "ts-test", result, url) is True
     assert af.record_lock(str(lock_path), "ts-test", result, url) is False
     lock = json.loads(lock_path.read_text())
@@ -115,7 +167,7 @@ def test_unreachable_source_names_it(tmp_path):
             "x",
             "http://127.0.0.1:9/x.tar.gz",
             str(tmp_path / "x"),
-            sha256="a" * 64,
+            trust=af.Trust(sha256="a" * 64, allow_http=True),
             timeout=5,
             attempts=2,
             retry_pause=0,
@@ -152,13 +204,13 @@ def test_a_failed_first_transfer_is_retried(tmp_path, failure):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_port}/a.bin"
-    digest = hashlib.sha256(payload).hexdigest()
+    trust = af.Trust(sha256=hashlib.sha256(payload).hexdigest(), allow_http=True)
     try:
         if failure == "cut-short":
             with pytest.raises(af.ArtifactError, match=r"transfer cut short \(5000 of 15000 bytes\)"):
-                af.fetch("a", url, str(tmp_path / "a.bin"), sha256=digest, attempts=1)
+                af.fetch("a", url, str(tmp_path / "a.bin"), trust=trust, attempts=1)
             calls.clear()
-        result = af.fetch("a", url, str(tmp_path / "a.bin"), sha256=digest, retry_pause=0)
+        result = af.fetch("a", url, str(tmp_path / "a.bin"), trust=trust, retry_pause=0)
     finally:
         server.shutdown()
     assert result.changed and result.verified and (tmp_path / "a.bin").read_bytes() == payload

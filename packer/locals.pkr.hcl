@@ -20,7 +20,6 @@ locals {
     "-e", "image_stack_id=${var.stack_id}",
     "-e", "image_source_revision=${var.source_revision}",
     "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
-    "-e", "artifact_allow_unverified=${var.artifact_allow_unverified}",
     "-e", "image_output_dir=${abspath(var.output_dir)}",
     "-e", "pytorch_wheelhouse=${var.wheelhouse}",
   ]

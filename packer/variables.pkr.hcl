@@ -31,12 +31,6 @@ variable "artifact_mirror_url" {
   description = "Mirror base URL (http(s)://, file:// or s3://) replacing vendor downloads; empty: upstream."
 }
 
-variable "artifact_allow_unverified" {
-  type        = bool
-  default     = false
-  description = "Accept artifacts with no sha256 in the stack or its lock file (recorded as unverified)."
-}
-
 # ---------------------------------------------------------------- AWS
 
 variable "aws_region" {

@@ -19,6 +19,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix im
     artifacts,
     environment,
     resolve,
+    unverified_artifacts,
     version_matches,
     versions,
 )
@@ -72,6 +73,12 @@ def stack_artifacts(stack: dict[str, Any], os_id: str, arch: str) -> list[dict[s
 def stack_all_artifacts(stack: dict[str, Any]) -> list[dict[str, Any]]:
     """Every artifact over the stack's whole scope (what `make mirror` fetches)."""
     return _guard(all_artifacts, stack)
+
+
+def stack_unverified_artifacts(stack: dict[str, Any], os_id: str, arch: str) -> list[dict[str, Any]]:
+    """Artifacts one OS/arch installs unchecked because their stack entry says `verify: false` (with why):
+    what the build prints and image.json records."""
+    return _guard(unverified_artifacts, stack, os_id, arch)
 
 
 def stack_version_matches(installed: Any, pinned: Any) -> bool:
@@ -184,6 +191,7 @@ class FilterModule:
             "stack_components": stack_components,
             "stack_artifacts": stack_artifacts,
             "stack_all_artifacts": stack_all_artifacts,
+            "stack_unverified_artifacts": stack_unverified_artifacts,
             "stack_version_matches": stack_version_matches,
             "stack_first_version": stack_first_version,
             "stack_manifest_components": stack_manifest_components,

@@ -40,6 +40,12 @@ build {
     tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "al2023-arm64", Name = "trainstack-base-gpu-al2023-arm64" })
   }
 
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
+  }
+
   provisioner "ansible" {
     playbook_file    = "${local.repo_root}/playbooks/build_image.yml"
     command          = var.ansible_playbook
@@ -98,6 +104,12 @@ build {
     ami_name        = "trainstack-${var.stack_id}-slurm-gpu-al2023-arm64-${local.timestamp}"
     ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
     tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "al2023-arm64", Name = "trainstack-slurm-gpu-al2023-arm64" })
+  }
+
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
   }
 
   provisioner "ansible" {
@@ -160,6 +172,12 @@ build {
     tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-al2023-arm64", Name = "trainstack-pcluster-gpu-pcluster-al2023-arm64" })
   }
 
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
+  }
+
   provisioner "ansible" {
     playbook_file    = "${local.repo_root}/playbooks/build_image.yml"
     command          = var.ansible_playbook
@@ -194,6 +212,12 @@ build {
     ami_name        = "trainstack-${var.stack_id}-eks-gpu-eks-al2023-arm64-${local.timestamp}"
     ami_description = "trainstack eks-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
     tags            = merge(local.common_tags, { "trainstack:flavour" = "eks-gpu", "trainstack:source" = "eks-al2023-arm64", Name = "trainstack-eks-gpu-eks-al2023-arm64" })
+  }
+
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
   }
 
   provisioner "ansible" {

@@ -13,7 +13,10 @@ locals {
   ansible_env = [
     "ANSIBLE_CONFIG=${local.repo_root}/ansible.cfg",
     "ANSIBLE_COLLECTIONS_PATH=${local.repo_root}/.cache/collections",
+    # Packer's ansible provisioner reaches the instance through a proxy on 127.0.0.1 with a one-off key and port:
+    # nothing to check, and nothing worth recording in known_hosts. Inventories keep checking on (ansible.cfg).
     "ANSIBLE_HOST_KEY_CHECKING=False",
+    "ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
   ]
 
   ansible_common_args = [

@@ -1,25 +1,33 @@
 # amazon-ebs sources. Source AMIs are found by name filter and owner (Packer 1.6.6 has no SSM data source;
 # on current Packer an `amazon-parameterstore` data source can replace the filters, see README.md).
 # ami_name and tags are set per flavour in builds.pkr.hcl, because a build may only add to a source.
-# IMDSv2: Packer 1.6.6 has no metadata_options; the finished AMI is marked ImdsSupport=v2.0 by
-# scripts/ami_finalize.py (post-processor), see README.md for the build instance itself.
+# IMDSv2: Packer 1.6.6 rejects `metadata_options` and `imds_support` (packer validate), so each build's first
+# provisioner requires tokens on the build instance (scripts/instance_imdsv2.py) and a post-processor marks the
+# finished AMI ImdsSupport=v2.0 (scripts/ami_finalize.py); see README.md.
+# Encryption: root volumes and AMIs are encrypted with var.kms_key_id (empty: the account's default EBS key).
+# SSH: Packer's temporary security group admits var.ssh_source_cidrs only (private ranges by default), and
+# Packer connects over var.ssh_interface (the private address by default: build from inside the VPC).
 
 source "amazon-ebs" "ubuntu2204-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -39,26 +47,31 @@ source "amazon-ebs" "ubuntu2204-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "ubuntu2204-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -78,26 +91,31 @@ source "amazon-ebs" "ubuntu2204-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "ubuntu2404-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -117,26 +135,31 @@ source "amazon-ebs" "ubuntu2404-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "ubuntu2404-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -156,26 +179,31 @@ source "amazon-ebs" "ubuntu2404-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "al2023-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -195,26 +223,31 @@ source "amazon-ebs" "al2023-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "al2023-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -234,26 +267,31 @@ source "amazon-ebs" "al2023-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-ubuntu2204-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -273,26 +311,31 @@ source "amazon-ebs" "pcluster-ubuntu2204-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-ubuntu2204-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -312,26 +355,31 @@ source "amazon-ebs" "pcluster-ubuntu2204-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-ubuntu2404-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -351,26 +399,31 @@ source "amazon-ebs" "pcluster-ubuntu2404-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-ubuntu2404-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ubuntu"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ubuntu"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -390,26 +443,31 @@ source "amazon-ebs" "pcluster-ubuntu2404-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-al2023-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -429,26 +487,31 @@ source "amazon-ebs" "pcluster-al2023-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "pcluster-al2023-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -468,26 +531,31 @@ source "amazon-ebs" "pcluster-al2023-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "eks-al2023-x86_64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_x86_64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_x86_64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -507,26 +575,31 @@ source "amazon-ebs" "eks-al2023-x86_64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }
 
 source "amazon-ebs" "eks-al2023-arm64" {
-  region                     = var.aws_region
-  instance_type              = var.instance_type_arm64
-  ssh_username               = "ec2-user"
-  ssh_timeout                = var.ssh_timeout
-  ssh_host                   = var.ssh_host
-  ssh_port                   = var.ssh_port
-  subnet_id                  = var.subnet_id
-  ami_regions                = var.ami_copy_regions
-  encrypt_boot               = true
-  ena_support                = true
-  custom_endpoint_ec2        = var.custom_endpoint_ec2
-  skip_credential_validation = var.skip_credential_validation
-  run_tags                   = local.common_tags
-  run_volume_tags            = local.common_tags
-  snapshot_tags              = local.common_tags
+  region                                = var.aws_region
+  instance_type                         = var.instance_type_arm64
+  ssh_username                          = "ec2-user"
+  ssh_timeout                           = var.ssh_timeout
+  ssh_host                              = var.ssh_host
+  ssh_port                              = var.ssh_port
+  subnet_id                             = var.subnet_id
+  ami_regions                           = var.ami_copy_regions
+  encrypt_boot                          = true
+  kms_key_id                            = var.kms_key_id
+  region_kms_key_ids                    = var.ami_copy_kms_key_ids
+  ssh_interface                         = var.ssh_interface
+  temporary_security_group_source_cidrs = var.ssh_source_cidrs
+  ena_support                           = true
+  custom_endpoint_ec2                   = var.custom_endpoint_ec2
+  skip_credential_validation            = var.skip_credential_validation
+  run_tags                              = local.common_tags
+  run_volume_tags                       = local.common_tags
+  snapshot_tags                         = local.common_tags
 
   source_ami_filter {
     filters = {
@@ -546,6 +619,7 @@ source "amazon-ebs" "eks-al2023-arm64" {
     iops                  = var.root_volume_iops
     throughput            = var.root_volume_throughput
     encrypted             = true
+    kms_key_id            = var.kms_key_id
     delete_on_termination = true
   }
 }

@@ -44,6 +44,40 @@ variable "ami_copy_regions" {
   description = "Regions the finished AMI is copied to (encrypted with each region's default key)."
 }
 
+variable "kms_key_id" {
+  type        = string
+  default     = ""
+  description = "KMS key (id, ARN or alias/...) encrypting the build volume and the AMI's snapshots; empty: the account's default EBS key."
+}
+
+variable "ami_copy_kms_key_ids" {
+  type        = map(string)
+  default     = {}
+  description = "Region -> KMS key for the AMI copies of ami_copy_regions; a region left out uses its default EBS key."
+}
+
+variable "ssh_source_cidrs" {
+  type        = list(string)
+  default     = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+  description = "CIDRs Packer's temporary security group admits to SSH on the build instance; the default admits private addresses only (a build host inside the VPC). From outside, give your build host's public /32 and ssh_interface=public_ip."
+
+  validation {
+    condition     = length(var.ssh_source_cidrs) > 0 && length([for c in var.ssh_source_cidrs : c if can(cidrnetmask(c))]) == length(var.ssh_source_cidrs)
+    error_message = "The ssh_source_cidrs must be a non-empty list of IPv4 CIDRs (10.0.0.0/8, 203.0.113.7/32)."
+  }
+}
+
+variable "ssh_interface" {
+  type        = string
+  default     = "private_ip"
+  description = "Address Packer connects to the build instance by: private_ip (default, matches ssh_source_cidrs' private ranges), public_ip, private_dns, public_dns."
+
+  validation {
+    condition     = contains(["private_ip", "public_ip", "private_dns", "public_dns"], var.ssh_interface)
+    error_message = "The ssh_interface must be one of private_ip, public_ip, private_dns, public_dns."
+  }
+}
+
 variable "root_volume_gb" {
   type        = number
   default     = 100

@@ -4,8 +4,9 @@
 Why our own: node_exporter's infiniband collector reads ``ports/*/counters`` (the IB spec counters), which EFA
 does not populate; EFA's driver publishes its counters under ``ports/*/hw_counters`` instead (tx/rx bytes,
 RDMA read/write bytes, retransmits, unresponsive remotes...). Standard library only, so that it runs on any
-image. It serves HTTP (``--port``) or writes a node_exporter textfile (``--textfile``); ``--sysfs`` points it
-at a fixture tree in tests.
+image. The role runs it from a timer that writes node_exporter's textfile (``--textfile``), so it opens no
+port of its own; it can also serve HTTP (``--address``, loopback by default) for a one-off look. ``--sysfs``
+points it at a fixture tree in tests.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve, or write the textfile once (or every --interval seconds)."""
     parser = argparse.ArgumentParser(description="EFA hw_counters exporter")
     parser.add_argument("--sysfs", type=Path, default=Path("/sys"))
-    parser.add_argument("--address", default="0.0.0.0")
+    parser.add_argument("--address", default="127.0.0.1", help="listen address (loopback unless given)")
     parser.add_argument("--port", type=int, default=9716)
     parser.add_argument("--textfile", type=Path, help="write node_exporter textfile instead of serving HTTP")
     parser.add_argument("--interval", type=float, default=0, help="with --textfile: rewrite every N seconds")

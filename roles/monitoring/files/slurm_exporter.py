@@ -107,7 +107,7 @@ def collect() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Serve /metrics, or print once with --once."""
     parser = argparse.ArgumentParser(description="Slurm exporter (sinfo/squeue)")
-    parser.add_argument("--address", default="0.0.0.0")
+    parser.add_argument("--address", default="127.0.0.1", help="listen address (loopback unless given)")
     parser.add_argument("--port", type=int, default=9717)
     parser.add_argument("--once", action="store_true")
     args = parser.parse_args(argv)

@@ -95,7 +95,8 @@ class ActionModule(ActionBase):
     @staticmethod
     def _timed_out(latest: dict[str, Any], first: dict[str, Any], timeout: int, name: str) -> dict[str, Any]:
         """The task's own timeout passed: fail with the whole wait's numbers, the job left as it is."""
-        latest = dict(latest)
+        # Drop the module's own error record (its slice's message), which Ansible would print instead of msg.
+        latest = {key: value for key, value in latest.items() if key != "exception"}
         latest.update(
             failed=True,
             timed_out=True,

@@ -382,10 +382,10 @@ def parse_squeue_json(output: str, now: int) -> list[JobInfo]:
     for job in _json_jobs(output):
         start, end = _number(job.get("start_time")), _number(job.get("end_time"))
         state = _json_state(job.get("job_state"))
-        elapsed = None
-        if start:
+        elapsed = 0 if state == "PENDING" else None
+        if start and state != "PENDING":
             stop = end if state in TERMINAL_STATES and end else now
-            elapsed = max(0, stop - start) if state != "PENDING" else 0
+            elapsed = max(0, stop - start)
         code, sig = _wait_status(job.get("exit_code"))
         reason = str(job.get("state_reason") or "")
         jobs.append(

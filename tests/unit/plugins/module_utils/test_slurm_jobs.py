@@ -165,7 +165,7 @@ def test_parse_recorded_squeue_json() -> None:
     jobs = {r.job_id: r for r in parse_squeue_json(recorded("squeue-all-array.json"), now=1796120021)}
     assert (jobs["2"].state, jobs["2"].exit_code, jobs["2"].elapsed_s) == ("FAILED", 3, 3)
     assert (jobs["13_1"].state, jobs["13_1"].elapsed_s, jobs["13_1"].nodelist) == ("RUNNING", 2, "vm")
-    assert (jobs["13_3"].state, jobs["13_3"].exit_code, jobs["13_3"].elapsed_s) == ("PENDING", None, None)
+    assert (jobs["13_3"].state, jobs["13_3"].exit_code, jobs["13_3"].elapsed_s) == ("PENDING", None, 0)
     assert (jobs["11_[1-3]"].state, jobs["4+1"].state) == ("CANCELLED", "CANCELLED")
     het = parse_squeue_json(recorded("squeue-all-het.json"), now=1796120030)
     assert [r.job_id for r in het if r.job_id.startswith("16")] == ["16+0", "16+1"]

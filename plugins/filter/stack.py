@@ -24,11 +24,6 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix im
     versions,
 )
 
-DOCUMENTATION = r"""
-name: stack_versions
-short_description: Component versions of a stack for one OS and architecture
-"""
-
 # A dotted release and, right after it, a local build label (torch's "2.13.0+cpu"), kept: it says which build.
 _VERSION_RE = re.compile(r"\d+(?:\.\d+)+(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?")
 _OS_PREFIX = {"amazon": "amzn", "ubuntu": "ubuntu", "debian": "debian", "redhat": "rhel", "rocky": "rocky"}

@@ -1,14 +1,19 @@
-"""The collection builds, installs from its tarball with no Galaxy server, and its playbooks run by FQCN."""
+"""The collection builds, installs from its tarball with no Galaxy server, and its playbooks run by FQCN; its
+metadata (dependencies, supported ansible-core, links) and its filter documentation are honest."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
+import re
 import tarfile
 from pathlib import Path
 
 import yaml
+from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
-from tests.support import REPO, VENV_BIN, ansible_env, run
+from tests.support import REPO, VENV_BIN, ansible_env, init_ansible_plugins, run
 
 
 def _ansible_package_collections() -> str:
@@ -66,3 +71,88 @@ def test_build_install_and_run_by_fqcn(tmp_path: Path) -> None:
     listing = run([str(VENV_BIN / "ansible-galaxy"), "collection", "list", "trainstack.cluster"], env=env)
     assert str(installed) in listing.stdout
     assert os.fspath(REPO) not in listing.stdout
+
+
+# Roles, playbooks, plugins and the image templates are what an installed collection runs; tests, docs and
+# benchmarks may use other collections without making them dependencies.
+_RUNTIME_TREES = ("roles/", "playbooks/", "plugins/", "packer/", "meta/", "inventories/", "stacks/")
+
+
+def _installed_collections() -> dict[str, str]:
+    """namespace.name -> version of every collection the `ansible` package in the venv ships."""
+    root = Path(_ansible_package_collections()) / "ansible_collections"
+    found = {}
+    for manifest in root.glob("*/*/MANIFEST.json"):
+        info = json.loads(manifest.read_text())["collection_info"]
+        found[f"{info['namespace']}.{info['name']}"] = info["version"]
+    return found
+
+
+def _fqcn_collections(known: set[str]) -> dict[str, set[str]]:
+    """Collections named by an FQCN (`ns.name.plugin`) in the runtime trees, with the files naming them."""
+    pattern = re.compile(
+        r"\b(" + "|".join(re.escape(name) for name in sorted(known)) + r")\.[a-z_][a-z0-9_]*"
+    )
+    files = run(["git", "ls-files", *_RUNTIME_TREES]).stdout.split()
+    used: dict[str, set[str]] = {}
+    for name in files:
+        path = REPO / name
+        if not path.is_file():
+            continue
+        for match in pattern.finditer(path.read_text(errors="replace")):
+            used.setdefault(match.group(1), set()).add(name)
+    return used
+
+
+def test_galaxy_dependencies_are_what_the_tree_uses() -> None:
+    """Every collection the roles, playbooks and plugins call by FQCN is a dependency, and nothing else is;
+    each range admits the version the `ansible` package in requirements.txt ships."""
+    installed = _installed_collections()
+    dependencies = yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"]
+    used = _fqcn_collections(set(installed) - {"ansible.builtin"})
+    assert sorted(dependencies) == sorted(used), f"used by FQCN: { {k: sorted(v) for k, v in used.items()} }"
+    for name, wanted in dependencies.items():
+        assert meets_requirements(installed[name], wanted), f"{name} {installed[name]} does not meet {wanted}"
+
+
+def test_requires_ansible_is_the_tested_core() -> None:
+    """meta/runtime.yml claims the ansible-core release line that requirements.txt pins and CI runs."""
+    pinned = re.search(r"^ansible-core==(\d+)\.(\d+)\.\d+$", (REPO / "requirements.txt").read_text(), re.M)
+    assert pinned, "requirements.txt pins no ansible-core"
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    assert required == f">={pinned.group(1)}.{pinned.group(2)}.0"
+
+
+def test_galaxy_urls_are_real_or_absent() -> None:
+    """No placeholder links in the published metadata."""
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    for key in ("repository", "documentation", "homepage", "issues"):
+        value = galaxy.get(key)
+        assert value is None or (value.startswith("https://") and ".invalid" not in value), (key, value)
+
+
+def test_every_filter_has_documentation() -> None:
+    """`ansible-doc -t filter trainstack.cluster.<name>` documents every filter, with its real arguments."""
+    init_ansible_plugins()
+    from ansible_collections.trainstack.cluster.plugins.filter.stack import FilterModule
+
+    filters = FilterModule().filters()
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-doc"),
+            "-t",
+            "filter",
+            "--json",
+            *(f"trainstack.cluster.{name}" for name in sorted(filters)),
+        ]
+    )
+    docs = json.loads(proc.stdout)
+    assert sorted(docs) == sorted(f"trainstack.cluster.{name}" for name in filters)
+    for name, function in filters.items():
+        doc = docs[f"trainstack.cluster.{name}"]["doc"]
+        assert doc["name"] == name
+        assert doc["short_description"] and doc["description"], name
+        assert "_value" in docs[f"trainstack.cluster.{name}"]["return"], name
+        arguments = list(inspect.signature(function).parameters)[1:]
+        assert sorted(doc["options"]) == sorted(["_input", *arguments]), name
+        assert [p.strip() for p in (doc.get("positional") or "").split(",") if p.strip()] == arguments, name

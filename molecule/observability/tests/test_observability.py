@@ -1,8 +1,10 @@
-"""Verifier for roles/monitoring: Prometheus on the node scrapes node_exporter, our EFA exporter (fixture
-sysfs) and our Slurm exporter, and PromQL queries through its HTTP API return the expected series."""
+"""Verifier for roles/monitoring: Prometheus on the node scrapes node_exporter (which serves our EFA
+exporter's textfile, from fixture sysfs) and our Slurm exporter, PromQL queries through its HTTP API return
+the expected series, and every listener is on the node's cluster address, none on every interface."""
 
 import importlib.util
 import json
+import shlex
 import time
 import urllib.parse
 from pathlib import Path
@@ -20,9 +22,28 @@ _spec.loader.exec_module(promql)
 FETCH = "python3 -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1]).read().decode())' "
 
 
+# Listening TCP sockets from /proc/net/tcp (state 0A), as address:port (minbase may have no ss).
+_LISTENERS_PY = (
+    "import socket, struct\n"
+    "for row in open('/proc/net/tcp').read().splitlines()[1:]:\n"
+    "    local, state = row.split()[1], row.split()[3]\n"
+    "    if state == '0A':\n"
+    "        address, port = local.split(':')\n"
+    "        print(socket.inet_ntoa(struct.pack('<I', int(address, 16))) + ':' + str(int(port, 16)))\n"
+)
+LISTENERS = "python3 -c " + shlex.quote(_LISTENERS_PY)
+PORTS = {"prometheus": 9090, "node": 9100, "slurm": 9717}
+
+
+def address(host):
+    """The node's cluster address: its inventory address, which the role's listen address defaults to."""
+    return host.ansible.get_variables()["ansible_host"]
+
+
 def api(host, path):
     """GET from Prometheus' HTTP API inside the node (the node's own python3; minbase has no curl)."""
-    return json.loads(host.check_output(FETCH + "'http://127.0.0.1:9090/api/v1/" + path + "'"))
+    url = f"http://{address(host)}:9090/api/v1/{path}"
+    return json.loads(host.check_output(FETCH + "'" + url + "'"))
 
 
 def query(host, expr):
@@ -37,21 +58,36 @@ def scraped(host):
     deadline = time.monotonic() + 60
     while True:
         up = {r["metric"]["job"]: r["value"][1] for r in query(host, "up")}
-        if {"node", "efa", "slurm", "prometheus"} <= set(up) and set(up.values()) == {"1"}:
+        if {"node", "slurm", "prometheus"} <= set(up) and set(up.values()) == {"1"}:
             return up
         assert time.monotonic() < deadline, f"targets not all up after 60 s: {up}"
         time.sleep(2)
 
 
 @pytest.mark.parametrize(
-    "unit", ["prometheus", "prometheus-node-exporter", "trainstack-efa-exporter", "trainstack-slurm-exporter"]
+    "unit",
+    ["prometheus", "prometheus-node-exporter", "trainstack-efa-exporter.timer", "trainstack-slurm-exporter"],
 )
 def test_services_running(host, unit):
     assert host.service(unit).is_running and host.service(unit).is_enabled
 
 
 def test_every_target_up(scraped):
-    assert scraped == {"node": "1", "efa": "1", "slurm": "1", "prometheus": "1"}
+    """No efa job: its counters come with node_exporter's (textfile collector)."""
+    assert scraped == {"node": "1", "slurm": "1", "prometheus": "1"}
+
+
+def test_listeners_are_on_the_cluster_address_only(host):
+    listening = set(host.check_output(LISTENERS).split())
+    for name, port in PORTS.items():
+        assert f"{address(host)}:{port}" in listening, name
+        assert f"0.0.0.0:{port}" not in listening, f"{name} listens on every interface"
+    assert not [entry for entry in listening if entry.endswith(":9716")], "the EFA exporter opens no port"
+
+
+def test_efa_textfile_is_written_for_node_exporter(host):
+    textfile = host.file("/var/lib/prometheus/node-exporter/efa.prom")
+    assert textfile.exists and "efa_devices 2" in textfile.content_string.splitlines()
 
 
 @pytest.mark.parametrize("counter", ["rx_bytes", "tx_bytes", "rdma_read_bytes", "retrans_pkts"])

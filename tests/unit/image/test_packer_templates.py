@@ -129,7 +129,7 @@ def test_every_flavour_build_names_and_tags_its_amis(builds, sources):
                 assert name.startswith(f"trainstack-${{var.stack_id}}-{flavour}-{source}-")
                 assert name.endswith("${local.timestamp}")
                 assert f'"trainstack:flavour" = "{flavour}"' in override["tags"]
-        (prov,) = builds[flavour]["provisioner"]
+        (prov,) = [p for p in builds[flavour]["provisioner"] if "ansible" in p]
         args = prov["ansible"]["extra_arguments"]
         assert f"image_flavour={flavour}" in args
         assert prov["ansible"]["playbook_file"].endswith("/playbooks/build_image.yml")

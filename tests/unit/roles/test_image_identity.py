@@ -1,0 +1,231 @@
+"""Per-host identity and secrets of images (roles/image_selfcheck, roles/munge), without building one.
+
+The first-boot script runs for real (its `address` step, against a file in a temporary directory); the units
+and drop-ins are the role's templates rendered with Ansible's templar; the self-check's verdicts are the
+role's own expressions evaluated over stand-in `stat` results. tests/integration/image/test_image_identity.py
+boots two lab nodes from a real image.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from tests.support import REPO
+
+ROLE = REPO / "roles" / "image_selfcheck"
+SCRIPT = ROLE / "files" / "trainstack-host-identity"
+
+
+def _trust(value: Any) -> Any:
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trust(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trust(v) for v in value]
+    return value
+
+
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def templar(role: str, **variables: Any) -> Templar:
+    root = REPO / "roles" / role
+    merged = {
+        **_trust(_yaml(root / "defaults" / "main.yml")),
+        **_trust(_yaml(root / "vars" / "main.yml")),
+        "ansible_managed": "managed by a test",
+        **_trust(variables),
+    }
+    return Templar(loader=DataLoader(), variables=merged)
+
+
+def render(templ: Templar, name: str) -> str:
+    return str(templ.template(trust_as_template((ROLE / "templates" / name).read_text())))
+
+
+# ------------------------------------------------------------------------------------------ first boot
+def run_address(target: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRAINSTACK_CLUSTER_ADDRESS_FILE": str(target)}
+    return subprocess.run([str(SCRIPT), "address"], env=env, capture_output=True, text=True, check=False)
+
+
+def test_first_boot_records_this_hosts_address_once(tmp_path):
+    target = tmp_path / "trainstack" / "cluster-address.env"
+    first = run_address(target)
+    assert first.returncode == 0, first.stderr
+    (line,) = [row for row in target.read_text().splitlines() if not row.startswith("#")]
+    address = re.fullmatch(r"TRAINSTACK_CLUSTER_ADDRESS=([0-9.]+)", line).group(1)
+    host_addresses = subprocess.run(
+        ["hostname", "-I"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert address in host_addresses
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    # A configuration run may have replaced it: a later boot keeps what is there.
+    target.write_text("TRAINSTACK_CLUSTER_ADDRESS=10.1.2.3\n")
+    assert run_address(target).returncode == 0
+    assert target.read_text() == "TRAINSTACK_CLUSTER_ADDRESS=10.1.2.3\n"
+    assert [p.name for p in target.parent.iterdir()] == ["cluster-address.env"], "no temporary file left"
+
+
+def test_first_boot_script_refuses_an_unknown_step():
+    proc = subprocess.run([str(SCRIPT), "munge"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_host_keys_are_made_before_sshd_only_where_missing():
+    unit = render(templar("image_selfcheck"), "trainstack-host-keys.service.j2")
+    assert "Before=ssh.service sshd.service" in unit
+    assert "ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key" in unit
+    assert "ExecStart=/usr/local/sbin/trainstack-host-identity keys" in unit
+    assert "WantedBy=multi-user.target" in unit
+
+
+def test_cluster_address_unit_writes_the_file_the_dcgm_exporter_reads():
+    unit = render(templar("image_selfcheck"), "trainstack-cluster-address.service.j2")
+    dcgm = _yaml(REPO / "roles/dcgm/defaults/main.yml")["dcgm_exporter_address_file"]
+    assert f"ConditionPathExists=!{dcgm}" in unit
+    assert f"Environment=TRAINSTACK_CLUSTER_ADDRESS_FILE={dcgm}" in unit
+    assert dcgm in _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_host_secret_paths"]
+
+
+# ------------------------------------------------------------------------------------------ generalize
+def test_generalize_removes_the_munge_key_and_holds_munge_back():
+    secrets = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_cluster_secrets"]
+    assert {"path": "/etc/munge/munge.key", "service": "munge"} in secrets
+    dropin = render(templar("image_selfcheck", item=secrets[0]), "cluster-secret.conf.j2")
+    assert "[Unit]\nConditionPathExists=/etc/munge/munge.key" in dropin
+
+
+def test_generalize_removes_random_seed_and_empties_machine_id():
+    host = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_host_secret_paths"]
+    assert "/var/lib/systemd/random-seed" in host
+    tasks = _yaml(ROLE / "tasks" / "generalize.yml")
+    (machine_id,) = [t for t in tasks if "machine id" in t["name"]]
+    assert machine_id["ansible.builtin.copy"]["content"] == "" and machine_id["ansible.builtin.copy"][
+        "dest"
+    ] == ("/etc/machine-id")
+    removed = next(t for t in tasks if t["name"].startswith("Remove per-host secrets"))
+    assert (
+        "image_selfcheck_cluster_secrets" in removed["loop"]
+        and "image_selfcheck_host_secret_paths" in removed["loop"]
+    )
+    enabled = next(t for t in tasks if t["name"] == "Enable them for the image's boots")
+    assert enabled["ansible.builtin.systemd_service"]["enabled"] is True
+
+
+def test_generalize_finds_the_services_whose_unit_the_image_holds():
+    results = [
+        {
+            "item": [{"path": "/etc/munge/munge.key", "service": "munge"}, "/lib/systemd/system"],
+            "stat": {"exists": True},
+        },
+        {
+            "item": [{"path": "/etc/munge/munge.key", "service": "munge"}, "/etc/systemd/system"],
+            "stat": {"exists": False},
+        },
+        {
+            "item": [{"path": "/etc/x.key", "service": "other"}, "/lib/systemd/system"],
+            "stat": {"exists": False},
+        },
+    ]
+    templ = templar("image_selfcheck", __image_selfcheck_secret_units={"results": results})
+    assert templ.template(trust_as_template("{{ __image_selfcheck_secret_services }}")) == ["munge"]
+
+
+# ------------------------------------------------------------------------------------------ self-check
+def _leftover_checks(secrets_present: list[str], machine_id: dict) -> dict[str, dict]:
+    """The role's 'Evaluate the checks' expressions over stand-in find/stat results."""
+    task = next(t for t in _yaml(ROLE / "tasks" / "main.yml") if t["name"] == "Evaluate the checks")
+    paths = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_host_secret_paths"]
+    paths += [s["path"] for s in _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_cluster_secrets"]]
+    templ = templar(
+        "image_selfcheck",
+        __image_selfcheck_keys={"matched": 0, "files": []},
+        __image_selfcheck_hist={"matched": 0, "files": []},
+        __image_selfcheck_cloud={"results": []},
+        __image_selfcheck_secrets={
+            "results": [{"item": p, "stat": {"exists": p in secrets_present}} for p in paths]
+        },
+        __image_selfcheck_machine_id={"stat": machine_id},
+        **task["vars"],
+    )
+    checks = templ.template(trust_as_template("{{ __leftover_checks }}"))
+    return {c["check"]: c for c in checks}
+
+
+def test_selfcheck_passes_a_generalised_image():
+    checks = _leftover_checks([], {"exists": True, "size": 0})
+    assert checks["no-host-secrets"]["status"] == "pass"
+    assert checks["machine-id-empty"]["status"] == "pass"
+
+
+def test_selfcheck_fails_an_image_with_a_munge_key_or_seed():
+    checks = _leftover_checks(
+        ["/etc/munge/munge.key", "/var/lib/systemd/random-seed"], {"exists": True, "size": 0}
+    )
+    assert checks["no-host-secrets"]["status"] == "fail"
+    assert checks["no-host-secrets"]["detail"] == "/var/lib/systemd/random-seed, /etc/munge/munge.key"
+
+
+@pytest.mark.parametrize(
+    ("stat", "detail"),
+    [({"exists": True, "size": 33}, "holds an id"), ({"exists": False}, "is missing")],
+)
+def test_selfcheck_wants_an_empty_machine_id_file(stat, detail):
+    check = _leftover_checks([], stat)["machine-id-empty"]
+    assert check["status"] == "fail" and detail in check["detail"]
+
+
+# ------------------------------------------------------------------------------------------------ munge
+def _munge_check(**variables: Any) -> str | None:
+    task = next(
+        t for t in _yaml(REPO / "roles/munge/tasks/main.yml") if t["name"] == "Check the munge settings"
+    )
+    templ = templar(
+        "munge",
+        groups={"all": ["head1", "gpu1"], "head": ["head1"]},
+        ansible_play_hosts_all=["head1", "gpu1"],
+        **variables,
+    )
+    scoped = templ.copy_with_new_env(
+        available_variables={**templ.available_variables, **_trust(task["vars"])}
+    )
+    spec = task["ansible.builtin.assert"]
+    if all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in spec["that"]):
+        return None
+    return str(scoped.template(trust_as_template(spec["fail_msg"])))
+
+
+def test_munge_generates_on_the_head_by_default():
+    assert _munge_check() is None
+    assert (
+        templar("munge", groups={"head": ["head1"]}).template(trust_as_template("{{ munge_key_host }}"))
+        == "head1"
+    )
+
+
+def test_munge_accepts_a_supplied_32_byte_key():
+    assert _munge_check(munge_key=base64.b64encode(os.urandom(32)).decode()) is None
+
+
+@pytest.mark.parametrize("key", [base64.b64encode(b"short").decode(), "not base64 at all!" * 4])
+def test_munge_refuses_a_short_or_garbled_key(key):
+    message = _munge_check(munge_key=key)
+    assert message is not None and "munge_key must be empty" in message and key not in message
+
+
+def test_munge_refuses_an_unknown_key_host():
+    message = _munge_check(munge_key_host="nowhere")
+    assert message is not None and "munge_key_host (nowhere) must be an inventory host" in message

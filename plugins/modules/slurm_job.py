@@ -14,8 +14,8 @@ description:
   - Submits a batch script with C(sbatch), identified by its job name. A job of that name that is still
     pending or running is adopted instead of submitted again, so re-running a playbook does not start a second
     job unless O(force=true).
-  - Follows the job by its id (never by name again): C(squeue) while it is queued; once it has left the queue,
-    C(sacct) where the cluster keeps accounting and C(scontrol show job) where it does not (for example
+  - Follows the job by its id, never by name again, through C(squeue) while it is queued; once it has left the
+    queue, C(sacct) where the cluster keeps accounting and C(scontrol show job) where it does not (for example
     ParallelCluster's default cluster). C(--json) output is read where the installed Slurm offers it and
     honours the job filter; otherwise the parsable text output.
   - Heterogeneous jobs (C(1234+0), C(1234+1)) and arrays (C(1234_7), C(1234_[1-3])) are followed as one

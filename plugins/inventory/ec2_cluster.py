@@ -190,17 +190,36 @@ options:
     type: str
     aliases: [aws_endpoint_url]
   connect_timeout:
-    description: Seconds to wait for a connection to AWS before giving up.
+    description:
+      - Seconds to wait for a TCP/TLS connection to an AWS endpoint, per attempt.
+      - A call that reaches this limit is not retried (see O(max_attempts)).
     type: int
-    default: 10
+    default: 30
   read_timeout:
-    description: Seconds to wait for one AWS answer.
+    description:
+      - Seconds to wait for an answer from an AWS endpoint once connected, per attempt.
+      - A call that reaches this limit is not retried, so an endpoint that accepts connections and never
+        answers stops the inventory after about this many seconds, with an error naming the endpoint.
     type: int
-    default: 120
+    default: 30
   max_attempts:
-    description: Attempts per AWS call, retries included (botocore standard retry mode).
+    description:
+      - Attempts per AWS call, the first one included (botocore's C(standard) retry mode; V(1) means no
+        retry).
+      - Retried, with exponential backoff of up to 20 seconds between attempts, are throttling errors,
+        transient server errors (HTTP 500, 502, 503, 504) and connections that are refused or reset.
+      - Not retried are calls that reached O(connect_timeout) or O(read_timeout); the timeout is already
+        the patience chosen, and repeating it would multiply the wait.
+      - Every page of a paginated read is one call with its own attempts.
     type: int
     default: 3
+  allow_empty:
+    description:
+      - Accept an inventory in which no node was found.
+      - By default finding no node at all is an error naming the regions and kinds read, so that a wrong
+        region, account or tag does not give a playbook that silently does nothing.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -270,7 +289,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         try:
             self._reject_unknown_options(config)
             nodes, facts = self._records(path, cache)
-            self._check_names_found(nodes)
+            self._check_found(nodes)
             plan = build_plan(
                 nodes,
                 facts,
@@ -280,7 +299,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 ssm_profile=self.get_option("profile"),
             )
         except Ec2ClusterError as error:
-            raise AnsibleParserError(f"{self.NAME} ({path}): {error}") from error
+            # from None: the sentence already carries what the AWS error said, and Ansible would print every
+            # link of the chain after it, repeating it.
+            raise AnsibleParserError(f"{self.NAME} ({path}): {error}") from None
         for host in plan.duplicates:
             self.display.warning(f"{self.NAME}: host name {host} appears twice; kept the first node")
         self._apply(plan)
@@ -308,6 +329,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 self.display.vvv(f"{self.NAME}: {len(restored[0])} nodes from cache {key}")
                 return restored
         nodes, facts = self._fetch()
+        # Checked before caching too: a result that is an error must not be served from the cache later.
+        self._check_found(nodes)
         if use_cache:
             self._cache[key] = pack_records(nodes, facts)
         return nodes, facts
@@ -337,7 +360,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         )
 
     def _aws_settings(self, aws: Any) -> Any:
-        """Option values as one frozen object handed to the AWS layer."""
+        """Option values as one frozen object handed to the AWS layer, checked before any AWS call."""
+        for name in ("connect_timeout", "read_timeout", "max_attempts"):
+            value = self.get_option(name)
+            if value < 1:
+                raise Ec2ClusterError(f"{name}: must be 1 or more, got {value}")
         return aws.AwsSettings(
             access_key=self.get_option("access_key"),
             secret_key=self.get_option("secret_key"),
@@ -396,17 +423,24 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self.display.warning(f"{self.NAME}: {warning}")
         return result.nodes, facts
 
-    def _check_names_found(self, nodes: list[Node]) -> None:
-        """A requested cluster that matched nothing is an error: an empty group would hide the typo."""
+    def _check_found(self, nodes: list[Node]) -> None:
+        """No node at all, or a requested cluster that matched nothing, is an error: an empty group or
+        inventory would hide the typo and let a playbook do nothing and succeed."""
+        kinds = ", ".join(self.get_option("cluster_kinds"))
+        regions = ", ".join(self.get_option("regions")) or "the default region of the AWS profile"
         wanted = self.get_option("cluster_names")
-        if not wanted:
-            return
         found = {node.cluster_name for node in nodes}
         missing = [name for name in wanted if name not in found]
         if missing:
             raise Ec2ClusterError(
-                f"cluster_names: no cluster named {', '.join(missing)} among kinds "
-                f"{', '.join(self.get_option('cluster_kinds'))} in the regions read"
+                f"cluster_names: no cluster named {', '.join(missing)} among kinds {kinds} "
+                f"in regions {regions}"
+            )
+        if not nodes and not self.get_option("allow_empty"):
+            raise Ec2ClusterError(
+                f"no node found (cluster_kinds: {kinds}; regions: {regions}; instance_states: "
+                f"{', '.join(self.get_option('instance_states'))}); check these options and the AWS account "
+                "of the credentials, or set allow_empty: true"
             )
 
     def _apply(self, plan: Plan) -> None:

@@ -9,7 +9,7 @@ that every AWS failure is turned into one Ec2ClusterError sentence that names th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -69,8 +69,8 @@ class AwsSettings:
     assume_role_arn: str | None = None
     assume_role_session_name: str = "trainstack-ec2-cluster-inventory"
     endpoint_url: str | None = None
-    connect_timeout: int = 10
-    read_timeout: int = 120
+    connect_timeout: int = 30
+    read_timeout: int = 30
     max_attempts: int = 3
 
 
@@ -123,18 +123,35 @@ def ec2_filters(flt: SourceFilter, states: Sequence[str]) -> list[dict[str, Any]
     return filters
 
 
+def _endpoint(error: Exception, settings: AwsSettings) -> str:
+    """The URL botocore was talking to (it knows the regional default), else the configured one."""
+    kwargs = getattr(error, "kwargs", None) or {}
+    return str(kwargs.get("endpoint_url") or settings.endpoint_url or "the default AWS endpoint")
+
+
 def explain(error: Exception, what: str, settings: AwsSettings) -> Ec2ClusterError:
-    """One sentence per failure class, naming the option that most likely needs a change."""
+    """One sentence per failure class, naming the endpoint and the option that most likely needs a change."""
     if isinstance(error, NoCredentialsError):
         return Ec2ClusterError(
             f"{what}: no AWS credentials found; set access_key/secret_key, profile, or the AWS_* "
             "environment variables"
         )
-    if isinstance(error, (EndpointConnectionError, ConnectTimeoutError)):
-        where = settings.endpoint_url or "the default AWS endpoint"
-        return Ec2ClusterError(f"{what}: cannot reach {where} (check endpoint_url and the network): {error}")
+    if isinstance(error, ConnectTimeoutError):
+        return Ec2ClusterError(
+            f"{what}: no connection to {_endpoint(error, settings)} within "
+            f"connect_timeout={settings.connect_timeout}s (check endpoint_url and the network)"
+        )
     if isinstance(error, ReadTimeoutError):
-        return Ec2ClusterError(f"{what}: AWS did not answer within read_timeout={settings.read_timeout}s")
+        return Ec2ClusterError(
+            f"{what}: no answer from {_endpoint(error, settings)} "
+            f"within read_timeout={settings.read_timeout}s "
+            "(a timed-out call is not retried; check endpoint_url, or raise read_timeout for a slow endpoint)"
+        )
+    if isinstance(error, EndpointConnectionError):
+        return Ec2ClusterError(
+            f"{what}: cannot reach {_endpoint(error, settings)} (check endpoint_url and the network) "
+            f"after max_attempts={settings.max_attempts}: {error}"
+        )
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
         message = error.response.get("Error", {}).get("Message", str(error))
@@ -172,9 +189,7 @@ def make_session(settings: AwsSettings, region: str) -> Any:
         raise explain(NoCredentialsError(), "ec2_cluster", settings)
     if not settings.assume_role_arn:
         return session
-    sts = session.client(
-        "sts", region_name=region, endpoint_url=settings.endpoint_url, config=_config(settings)
-    )
+    sts = make_client(session, "sts", region, settings)
     answer = _guard(
         f"assume_role_arn {settings.assume_role_arn}",
         settings,
@@ -192,13 +207,58 @@ def make_session(settings: AwsSettings, region: str) -> Any:
 
 
 def _config(settings: AwsSettings) -> Any:
-    """Short connect timeout and few retries: an unreachable endpoint should fail in seconds, not minutes."""
+    """Bounded patience per attempt; botocore's standard mode retries throttling, 5xx, refused connections."""
     return Config(
         connect_timeout=settings.connect_timeout,
         read_timeout=settings.read_timeout,
-        retries={"max_attempts": settings.max_attempts, "mode": "standard"},
+        # total_max_attempts counts the first attempt, as the option says; botocore's own `max_attempts` key
+        # counts retries only and would make one attempt more than asked.
+        retries={"total_max_attempts": settings.max_attempts, "mode": "standard"},
         max_pool_connections=16,
     )
+
+
+def _timeout_is_final(caught_exception: Exception | None = None, **_: Any) -> bool | None:
+    """needs-retry handler: a call that timed out is not tried again (False ends botocore's retry loop).
+
+    Why: the timeout already is the patience the user chose; retrying it would multiply the wait by
+    max_attempts (an endpoint that accepts and never answers would hold the inventory for minutes), while
+    throttling, 5xx answers and refused connections, which do deserve retries, stay with botocore.
+    """
+    if isinstance(caught_exception, (ConnectTimeoutError, ReadTimeoutError)):
+        return False
+    return None
+
+
+def make_client(session: Any, service: str, region: str, settings: AwsSettings) -> Any:
+    """A client with the plugin's timeouts and retries, whose timed-out calls end at the first timeout."""
+    client = session.client(
+        service, region_name=region, endpoint_url=settings.endpoint_url, config=_config(settings)
+    )
+    service_id = client.meta.service_model.service_id.hyphenize()
+    # First among the handlers of this service's event, so that its False wins over botocore's own delay.
+    client.meta.events.register_first(
+        f"needs-retry.{service_id}", _timeout_is_final, unique_id="trainstack-timeout-is-final"
+    )
+    return client
+
+
+def _parallel(call: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+    """Map over items on up to 8 threads; the first failure cancels what has not started and is raised.
+
+    Without the cancel a failing endpoint would still be asked once per remaining item, each waiting out
+    its own timeout, before the error could reach the user.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, min(8, len(items))))
+    try:
+        futures = [pool.submit(call, item) for item in items]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            if future.done() and future.exception() is not None:
+                raise future.exception()
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Fetcher:
@@ -225,12 +285,7 @@ class Fetcher:
         """Clients are made up front in the calling thread: boto3 sessions are not thread-safe."""
         key = (service, region)
         if key not in self._clients:
-            self._clients[key] = self._session.client(
-                service,
-                region_name=region,
-                endpoint_url=self._settings.endpoint_url,
-                config=_config(self._settings),
-            )
+            self._clients[key] = make_client(self._session, service, region, self._settings)
         return self._clients[key]
 
     def fetch(self, regions: Sequence[str]) -> FetchResult:
@@ -241,8 +296,7 @@ class Fetcher:
             if "hyperpod" in self._flt.kinds:
                 self.client("sagemaker", region)
         result = FetchResult()
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as pool:
-            answers = list(pool.map(self._fetch_region, regions))
+        answers = _parallel(self._fetch_region, regions)
         for region, (nodes, pages, seen) in zip(regions, answers, strict=True):
             result.nodes.extend(nodes)
             result.pages[region] = pages
@@ -339,8 +393,7 @@ class Fetcher:
             )
             return answer.get("NodeDetails", {})
 
-        with ThreadPoolExecutor(max_workers=min(8, len(summaries))) as pool:
-            return list(pool.map(one, summaries))
+        return _parallel(one, summaries)
 
     def type_facts(self, types: Iterable[str], region: str) -> tuple[dict[str, TypeFacts], list[str]]:
         """Ask describe_instance_types once per distinct type (100 per call); fill gaps from the table.

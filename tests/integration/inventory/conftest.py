@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import moto_fleet  # helper module next to this file, shared with bench/inventory
-from moto_fleet import plain
-
-KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+from moto_fleet import KEYS, plain
 
 
 @dataclass
@@ -31,6 +32,9 @@ class Fleet:
 
     def one(self, key: str) -> dict:
         return self.instances[key][0]
+
+    def ids(self, key: str) -> list[str]:
+        return sorted(i["InstanceId"] for i in self.instances[key])
 
 
 @dataclass
@@ -128,3 +132,63 @@ def errors(runner: Runner) -> Callable[..., str]:
         return " ".join(done.stderr.split())
 
     return run
+
+
+@dataclass
+class StandIn:
+    """A local endpoint that misbehaves on purpose, and how many connections or requests reached it."""
+
+    url: str
+    hits: int = 0
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[StandIn]:
+    """A TCP socket that accepts every connection and never sends a byte: an AWS endpoint that hangs."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stand_in = StandIn(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            held.append(connection)
+            stand_in.hits += 1
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield stand_in
+    listener.close()
+    for connection in held:
+        connection.close()
+
+
+@pytest.fixture
+def unavailable_endpoint() -> Iterator[StandIn]:
+    """An HTTP endpoint that answers every request 503 Service Unavailable, which botocore retries."""
+    stand_in = StandIn("")
+
+    class Unavailable(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            stand_in.hits += 1
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<Response><Errors><Error><Code>ServiceUnavailable</Code>"
+            body += b"<Message>stand-in is down</Message></Error></Errors></Response>"
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            """Quiet: pytest shows the test's own output."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield stand_in
+    server.shutdown()
+    server.server_close()

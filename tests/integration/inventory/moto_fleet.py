@@ -21,6 +21,7 @@ from botocore.config import Config
 
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 @dataclass

@@ -194,7 +194,7 @@ def test_options_shape_names_groups_and_constructed_features(runner, fleet):
         ]
     )
     listing = runner.listing(body)
-    ids = lambda key: sorted(i["InstanceId"] for i in fleet.instances[key])  # noqa: E731
+    ids = fleet.ids
     assert hosts(listing, "gpu8") == sorted(ids("llm-a/train") + ids("pcs/pcs_gpu") + ids("llm-b/train"))
     assert hosts(listing, "gpu_A100") == ids("pcs/pcs_gpu")
     assert hosts(listing, "gpu_A10G") == ids("llm-b/train")
@@ -250,6 +250,28 @@ def test_unknown_cluster_is_an_error(errors):
     assert "cluster_names: no cluster named no-such-cluster" in message
 
 
+NOTHING_MATCHES = """
+plugin: trainstack.cluster.ec2_cluster
+regions: [us-east-1]
+endpoint_url: @ENDPOINT@
+cluster_kinds: [tagged]
+tagged_cluster_tag: no-instance-has-this-tag
+"""
+
+
+def test_no_node_at_all_is_an_error(errors):
+    message = errors(NOTHING_MATCHES)
+    assert "no node found (cluster_kinds: tagged; regions: us-east-1; instance_states: pending, running)" in (
+        message
+    )
+    assert "allow_empty: true" in message
+
+
+def test_allow_empty_accepts_an_empty_inventory(runner):
+    listing = runner.listing(NOTHING_MATCHES + "allow_empty: true\n")
+    assert listing["_meta"]["hostvars"] == {}
+
+
 def test_tagged_kind_needs_its_tag(errors):
     message = errors(
         "plugin: trainstack.cluster.ec2_cluster\nregions: [us-east-1]\ncluster_kinds: [tagged]\n"
@@ -284,7 +306,11 @@ def big_region():
 
 def test_pagination_past_1000_instances(big_region, make_runner):
     runner = make_runner(big_region.url)
-    body = "plugin: trainstack.cluster.ec2_cluster\nregions: [eu-west-1]\nendpoint_url: @ENDPOINT@\n"
+    # A long read_timeout: moto on a busy shared machine may take longer than the default for 1,000 nodes.
+    body = (
+        "plugin: trainstack.cluster.ec2_cluster\nregions: [eu-west-1]\nendpoint_url: @ENDPOINT@\n"
+        "read_timeout: 600\n"
+    )
     done = runner.run(runner.write(body), "--list", "-vvv")
     assert done.returncode == 0, done.stderr
     assert "eu-west-1: describe_instances pages=2" in done.stdout + done.stderr

@@ -86,7 +86,7 @@ def test_first_boot_script_refuses_an_unknown_step():
 
 def test_host_keys_are_made_before_sshd_only_where_missing():
     unit = render(templar("image_selfcheck"), "trainstack-host-keys.service.j2")
-    assert "Before=ssh.service sshd.service" in unit
+    assert "Before=ssh.service ssh.socket sshd.service" in unit
     assert "ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key" in unit
     assert "ExecStart=/usr/local/sbin/trainstack-host-identity keys" in unit
     assert "WantedBy=multi-user.target" in unit

@@ -3,8 +3,10 @@ rendered from the role's templates and run by bash, and the PyTorchJob manifest 
 Kubernetes does. Each value holds spaces, quotes, a command substitution and a variable reference.
 
 The interpreter the scripts start is a recorder (it writes the argv and environment it was started with), at a
-path with a space in it. The batch script runs with named stand-ins for `srun` and `scontrol` (no Slurm here):
-`srun` drops its own options and runs the rest, as on one node.
+path with a space in it, standing where torchrun runs; the worker's command line is then made from it with
+torchrun's own substitution (torch.distributed.elastic's macros, run in a separate process). The batch script
+runs with named stand-ins for `srun` and `scontrol` (no Slurm here): `srun` drops its own options and runs
+the rest, as on one node.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,7 @@ def odd(tmp_path: Path) -> str:
     """A value a shell, YAML or Kubernetes would change if it were not quoted and escaped (a shell would also
     create tmp_path/pwned)."""
     return (
-        f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME ${{PATH}} $(HOME) $$ "
+        f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME ${{PATH}} $(HOME) $$ ${{local_rank}} "
         "key: v #c ; | & * \\ end"
     )
 
@@ -90,6 +93,19 @@ def run_script(script: Path, tmp_path: Path, **env: str) -> dict[str, Any]:
     return json.loads(record.read_text())
 
 
+def torchrun_worker_argv(words: list[str]) -> list[str]:
+    """The worker's command line torchrun makes of the words after its own options (its ${local_rank} macro)."""
+    code = (
+        "import json, sys\n"
+        "from torch.distributed.elastic.utils.api import macros\n"
+        "print(json.dumps(macros.substitute(json.loads(sys.argv[1]), '0')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(words)], capture_output=True, text=True, check=True
+    )
+    return json.loads(proc.stdout)
+
+
 def check_literal(seen: dict[str, Any], tmp_path: Path, launcher: list[str]) -> None:
     value = odd(tmp_path)
     shared = tmp_path / "shared dir" / "trainstack"
@@ -99,7 +115,8 @@ def check_literal(seen: dict[str, Any], tmp_path: Path, launcher: list[str]) -> 
     assert seen["env"]["PYTHONUNBUFFERED"] == "1"
     argv = seen["argv"]
     assert argv[: len(launcher)] == launcher
-    tail = argv[argv.index(f"{shared}/testcases/pytorch/fsdp/train.py") + 1 :]
+    entry = argv.index(f"{shared}/testcases/pytorch/fsdp/train.py")
+    tail = torchrun_worker_argv(argv[entry + 1 :])
     summary = tail[-1]
     assert tail == [
         "--batch-size",
@@ -182,6 +199,8 @@ def test_pytorchjob_passes_values_literally(manifest: dict[str, Any], tmp_path: 
         assert env["TS_ODD"] == value
         assert env["TS_NUMBER"] == "7"
         command = [kubernetes_expand(word, {**pod_env, **env}) for word in container["command"]]
+        entry = next(i for i, word in enumerate(command) if word.endswith("/train.py"))
+        command = command[: entry + 1] + torchrun_worker_argv(command[entry + 1 :])
         assert f"--data={value}" in command
         assert "--rdzv-endpoint=master-0:23456" in command
         assert "--steps=3" in command and not any(word.startswith("--seq-len") for word in command)

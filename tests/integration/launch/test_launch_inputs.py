@@ -1,0 +1,171 @@
+"""launch_training's checks and its local launcher, run as users run the playbook, against this machine
+(`-i localhost,`, no Slurm needed): bad input fails naming the variable and the one rule it broke, before
+anything is staged; an inventory without a launch host fails instead of running nowhere; --check changes
+nothing; values reach the training process literally.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import VENV_BIN, playbook
+
+HERE = Path(__file__).resolve().parent
+LOCAL = ["-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"]
+
+
+def launch(tmp_path: Path, *extra: str, inventory: list[str] | None = None) -> subprocess.CompletedProcess:
+    """launch_training on this machine, its shared and results directories under tmp_path."""
+    return playbook(
+        "launch_training",
+        *(LOCAL if inventory is None else inventory),
+        "-e",
+        f"training_job_shared_dir={tmp_path / 'shared'}",
+        "-e",
+        f"training_job_results_dir={tmp_path / 'results'}",
+        *extra,
+        check=False,
+        timeout=900,
+    )
+
+
+def error(proc: subprocess.CompletedProcess) -> str:
+    """The one-line reason of a failed run (Ansible's [ERROR] line)."""
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("[ERROR]")]
+    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return lines[0]
+
+
+def nothing_written(tmp_path: Path) -> bool:
+    return not (tmp_path / "shared").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_nodez=2", "-e", "training_job_lancher=local"],
+            "Unknown variable(s): training_job_lancher (close: training_job_launcher); "
+            "training_job_nodez (close: training_job_nodes).",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/no-such-case"],
+            "Unknown test case 'pytorch/no-such-case'. Known: nccl/collectives, pytorch/ddp, pytorch/fsdp.",
+        ),
+        (
+            ["-e", "training_job_testcase=../../etc"],
+            "Unknown test case '../../etc'. Known: nccl/collectives, pytorch/ddp, pytorch/fsdp.",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_name=.."],
+            "Action failed: training_job_name '..' must be a plain name",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_shared_dir=/"],
+            "Action failed: training_job_shared_dir '/' must be an absolute path other than '/'",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", '{"training_job_env": {"A B": "1"}}'],
+            "Action failed: training_job_env has key(s) that are not environment variable names",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", '{"training_job_args": {"batch_size": 1}}'],
+            "Action failed: training_job_args key(s) ['batch_size'] are not option names",
+        ),
+        (
+            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_launcher=local", "-e", "training_job_nodes=2"],
+            "Action failed: Cannot launch pytorch/ddp: The local launcher runs on one node (training_job_nodes=2).",
+        ),
+    ],
+    ids=["unknown-variable", "unknown-testcase", "testcase-path", "name-dotdot", "shared-root", "env-key", "arg-key", "local-nodes"],
+)
+def test_bad_input_names_its_rule_and_stages_nothing(tmp_path: Path, extra: list[str], expected: str) -> None:
+    proc = launch(tmp_path, "-e", "launch_host=localhost", *extra)
+    message = error(proc)
+    assert expected in message
+    # Only the rule that failed is named.
+    assert "must be >= 1" not in message and "instance type" not in message
+    assert nothing_written(tmp_path)
+
+
+def test_an_inventory_without_a_head_host_fails(tmp_path: Path) -> None:
+    proc = launch(tmp_path, "-e", "training_job_testcase=pytorch/ddp", inventory=["-i", "localhost,"])
+    assert "The inventory has no head host (group head or role_head)" in error(proc)
+    proc = launch(tmp_path, "-e", "training_job_testcase=pytorch/ddp", "-e", "launch_host=nohost", inventory=["-i", "localhost,"])
+    assert "launch_host nohost is not a host or group of the inventory" in error(proc)
+    assert nothing_written(tmp_path)
+
+
+def test_several_role_head_hosts_need_a_choice(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[role_head]\nhead-a\nhead-b\n")
+    proc = launch(tmp_path, "-e", "training_job_testcase=pytorch/ddp", inventory=["-i", str(inventory)])
+    assert "The inventory has 2 head hosts (head-a, head-b), one is needed" in error(proc)
+
+
+def local_request(tmp_path: Path) -> list[str]:
+    return [
+        "-e",
+        "training_job_testcase=pytorch/ddp",
+        "-e",
+        "training_job_launcher=local",
+        "-e",
+        "training_job_venv=false",
+        "-e",
+        f"training_job_python={VENV_BIN / 'python'}",
+    ]
+
+
+def test_role_head_is_the_launch_host_and_check_mode_changes_nothing(tmp_path: Path) -> None:
+    """The ec2_cluster inventory's role_head group names the launch host; --check on it writes nothing."""
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"[role_head]\nhead-a ansible_connection=local ansible_python_interpreter={VENV_BIN / 'python'}\n")
+    proc = launch(tmp_path, *local_request(tmp_path), "--check", inventory=["-i", str(inventory)])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "ok: [head-a]" in proc.stdout
+    assert "Check mode: pytorch/ddp passed every check" in proc.stdout
+    assert nothing_written(tmp_path)
+
+
+def test_local_launch_hands_values_to_the_process_literally(tmp_path: Path) -> None:
+    """A real local launch of pytorch/ddp; the rank process starts under a recording nsys stand-in."""
+    odd = f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME $(HOME) $$ ${{local_rank}} key: v #c ; | &"
+    request = [
+        "-e",
+        "launch_host=localhost",
+        *local_request(tmp_path),
+        "-e",
+        json.dumps(
+            {
+                "training_job_env": {"TS_ODD": odd, "TS_EMPTY": ""},
+                "training_job_args": {"steps": 3, "checkpoint-dir": odd},
+                "training_job_nsys_ranks": [0],
+                "training_job_nsys_bin": str(HERE / "standin_nsys_env.py"),
+            }
+        ),
+    ]
+    checked = launch(tmp_path, *request, "--check")
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert nothing_written(tmp_path)
+
+    proc = launch(tmp_path, *request)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    (report,) = (tmp_path / "results").glob("*/nsys/rank0.nsys-rep")
+    seen = json.loads(report.read_text())
+    assert seen["env"]["TS_ODD"] == odd
+    assert seen["env"]["TS_EMPTY"] == ""
+    command = seen["command"]
+    assert command[command.index("--checkpoint-dir") + 1] == odd
+    assert command[command.index("--steps") + 1] == "3"
+    assert not (tmp_path / "pwned").exists()
+    summary = json.loads((report.parent.parent / "summary.json").read_text())
+    assert summary["steps"] == 3
+
+    again = launch(tmp_path, *request, "--check")
+    assert again.returncode == 0, again.stdout[-3000:]
+

@@ -10,7 +10,8 @@ nvidia-nccl-cuXX wheel (fetched and checksummed through the project's artifact c
 and headers NVIDIA's packages carry, so the nccl role's repository path can be checked with ncclGetVersion.
 
 Usage: standin_repo.py OUT_DIR [--stack FILE --cache DIR]
-  (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories and OUT_DIR/key.asc)
+  (writes OUT_DIR/{cuda,container-toolkit}/ flat repositories, OUT_DIR/key.asc and its fingerprint in
+  OUT_DIR/key.fingerprint)
 """
 
 from __future__ import annotations
@@ -272,6 +273,12 @@ def make_key(gnupghome: Path, out: Path) -> None:
     )
     key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True)
     out.write_bytes(key.stdout)
+    # The roles install a repository key only when its fingerprint is pinned: the scenario pins this one.
+    colons = subprocess.run(
+        ["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    fingerprint = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    out.with_suffix(".fingerprint").write_text(fingerprint + "\n")
 
 
 def build(out_dir: Path, extra_cuda: list[StandinPackage]) -> None:

@@ -168,7 +168,8 @@ def test_only_the_lab_inventory_turns_host_key_checking_off():
     assert "UserKnownHostsFile=/dev/null" in lab["ansible_ssh_common_args"]
     aws = yaml.safe_load((REPO / "inventories/aws/group_vars/all.yml").read_text())
     assert aws["ansible_host_key_checking"] is True
-    assert "StrictHostKeyChecking=yes" in aws["ansible_ssh_common_args"]
+    assert "StrictHostKeyChecking=yes" in aws["ansible_ssh_extra_args"]
+    assert "ansible_ssh_common_args" not in aws, "the inventory plugin sets it per host (HyperPod)"
 
 
 def test_packer_keeps_its_one_off_proxy_out_of_known_hosts():

@@ -1,0 +1,119 @@
+"""The nccl_acceptance play end to end on this host, with a stand-in ``srun`` that prints a fixture.
+
+No Slurm here (the lab test runs the real one), so ``srun`` first on PATH records its arguments and prints the
+nccl-tests output named by $FAKE_SRUN_FIXTURE; everything else is the real play: input checks, staging, the
+search driver and parser, the result record and the failure messages for each verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import VENV_BIN, ansible_env, playbook
+
+from .conftest import FIXTURES
+
+
+@pytest.fixture
+def play(tmp_path):
+    """play(fixture, *extra_args) -> (process, flattened stdout, result record, srun argv)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@" > "$FAKE_SRUN_ARGV"\ncat "$FAKE_SRUN_FIXTURE"\n', encoding="utf-8"
+    )
+    (bin_dir / "srun").chmod(0o755)
+    inventory = tmp_path / "hosts.yml"
+    host = json.dumps({"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+    inventory.write_text(f"head:\n  hosts:\n    ts-head: {host}\n", encoding="utf-8")
+    results = tmp_path / "results"
+
+    def run(fixture: str, *extra: str):
+        env = ansible_env(
+            PATH=f"{bin_dir}:{VENV_BIN}:{os.environ['PATH']}",
+            FAKE_SRUN_FIXTURE=str(FIXTURES / fixture),
+            FAKE_SRUN_ARGV=str(tmp_path / "argv"),
+        )
+        args = ["-i", str(inventory), "-e", json.dumps({"nccl_acceptance_nodes": ["n1", "n2"]})]
+        args += [
+            "-e",
+            f"nccl_acceptance_shared_dir={tmp_path / 'shared'}",
+            "-e",
+            f"nccl_acceptance_results_dir={results}",
+        ]
+        args += ["-e", "ec2_instance_type=p5.48xlarge", *extra]
+        done = playbook("nccl_acceptance", *args, check=False, env=env, timeout=300)
+        records = sorted(results.glob("*.json"))
+        result = json.loads(records[-1].read_text(encoding="utf-8")) if records else {}
+        argv = Path(tmp_path / "argv").read_text(encoding="utf-8").splitlines()
+        for record in records:
+            record.unlink()
+        return done, " ".join(done.stdout.replace("''", "'").split()), result, argv
+
+    return run
+
+
+def test_all_reduce_perf_run_is_accepted_and_recorded(play):
+    done, out, result, argv = play(
+        "nccl-tests-all_reduce.mpi-tag-output.txt",
+        "-e",
+        json.dumps(
+            {"nccl_acceptance_benchmark": "all_reduce_perf", "nccl_acceptance_srun_args": ["--mpi=pmix"]}
+        ),
+    )
+    assert done.returncode == 0, out[-2000:]
+    assert result["verdict"] == "accepted" and result["all_nodes_gbps"] == 348.16
+    output = result["measurements"][0]["output"]
+    assert (output["prefix"], output["avg_busbw_gbps"], len(output["rows"])) == ("mpi-tag-output", 164.42, 11)
+    assert "--mpi=pmix" in argv and "--ntasks-per-node=8" in argv and "--label" in argv
+    assert argv[-1] == "exec all_reduce_perf -b 1M -e 1G -f 2 -g 1 -c 1"
+
+
+def test_the_default_benchmark_is_still_the_collectives_test_case(play, tmp_path):
+    done, out, result, argv = play("collectives.srun-label.txt", "-e", "nccl_acceptance_threshold_gbps=0.2")
+    # The stand-in writes no summary: the play must call the run cut short, not slow.
+    assert done.returncode != 0 and result["verdict"] == "unparsable"
+    assert "cannot be judged (unparsable), so no node is blamed" in out
+    assert "truncated run: the command did not write its summary" in out
+    assert (
+        "collectives.py --ops all_reduce" in argv[-1]
+        and (tmp_path / "shared/collectives/collectives.py").is_file()
+    )
+
+
+@pytest.mark.parametrize(
+    ("fixture", "verdict", "message"),
+    [
+        (
+            "nccl-tests-all_reduce.no-check.txt",
+            "unchecked",
+            "did not check its results: 1048576 B out-of-place",
+        ),
+        (
+            "nccl-tests-all_reduce.wrong.txt",
+            "wrong_results",
+            "all_reduce returned wrong elements across 2 nodes",
+        ),
+    ],
+)
+def test_each_verdict_fails_with_its_reason(play, fixture, verdict, message):
+    done, out, result, _ = play(fixture, "-e", "nccl_acceptance_benchmark=all_reduce_perf")
+    assert done.returncode == 2 and result["verdict"] == verdict and result["slow"] == []
+    assert message in out and "GB/s across 2 nodes is below" not in out
+
+
+def test_below_the_floor_still_fails_as_before(play):
+    done, out, result, _ = play(
+        "nccl-tests-all_reduce.txt",
+        "-e",
+        "nccl_acceptance_benchmark=all_reduce_perf",
+        "-e",
+        "nccl_acceptance_threshold_gbps=400",
+    )
+    assert done.returncode == 2 and result["verdict"] == "slow"
+    assert "bus bandwidth 348.16 GB/s across 2 nodes is below 400 GB/s" in out

@@ -1,0 +1,116 @@
+"""The lab role's names and paths that reach a container name, `rm -rf` or a removed file: the rules, rendered
+by Ansible's templar from the role's defaults and vars, and node removal run as molecule's destroy runs it
+(include_role tasks_from remove_nodes.yml) against this machine, where a bad name must stop it before any
+command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from tests.support import REPO, VENV_BIN, run
+
+ROLE = REPO / "roles" / "lab"
+SHARED = "/srv/lab-shared"  # a fine shared directory, for cases about the state directory it defaults under
+
+
+def failed(**overrides: Any) -> list[str]:
+    loader = DataLoader()
+    variables: dict[str, Any] = {"role_path": str(ROLE)}
+    variables |= loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True)
+    variables |= overrides
+    variables |= loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True)
+    templar = Templar(loader=loader, variables=variables)
+    return templar.template(trust_as_template("{{ __lab_path_rules | rejectattr('ok') | map(attribute='msg') | list }}"))
+
+
+def test_defaults_and_the_test_labs_settings_pass() -> None:
+    assert failed() == []
+    assert failed(lab_name="ts-m", lab_inventory_file="/tmp/molecule/x/lab-hosts.yml") == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "start"),
+    [
+        ({"lab_name": ""}, "lab_name ''"),
+        ({"lab_name": ".."}, "lab_name '..'"),
+        ({"lab_name": ".*"}, "lab_name '.*'"),
+        ({"lab_name": "ts/x"}, "lab_name 'ts/x'"),
+        ({"lab_name": "TS"}, "lab_name 'TS'"),
+        ({"lab_state_dir": "/", "lab_shared_dir": SHARED}, "lab_state_dir '/'"),
+        ({"lab_state_dir": "/var", "lab_shared_dir": SHARED}, "lab_state_dir '/var'"),
+        ({"lab_state_dir": "", "lab_shared_dir": SHARED}, "lab_state_dir ''"),
+        ({"lab_state_dir": "/var/lib/..", "lab_shared_dir": SHARED}, "lab_state_dir '/var/lib/..'"),
+        ({"lab_state_dir": "var/lib/lab", "lab_shared_dir": SHARED}, "lab_state_dir 'var/lib/lab'"),
+        ({"lab_state_dir": "/srv/x", "lab_shared_dir": "/srv/./y"}, "lab_shared_dir '/srv/./y'"),
+        ({"lab_cache_dir": "/.."}, "lab_cache_dir '/..'"),
+        ({"lab_shared_mount": "/"}, "lab_shared_mount '/'"),
+        ({"lab_inventory_file": "/"}, "lab_inventory_file '/'"),
+        ({"lab_inventory_file": "/etc"}, "lab_inventory_file '/etc'"),
+        ({"lab_bridge": "br 0"}, "lab_bridge 'br 0'"),
+    ],
+)
+def test_each_bad_name_or_path_fails_its_own_rule(overrides: dict[str, Any], start: str) -> None:
+    messages = failed(**overrides)
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(start)
+
+
+REMOVE = """
+- name: Remove lab nodes as molecule's destroy does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Remove them
+      ansible.builtin.include_role:
+        name: trainstack.cluster.lab
+        tasks_from: remove_nodes.yml
+"""
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "/", "ts-m-a/../..", "ts m", "$(id)"])
+def test_removal_refuses_a_bad_node_name_before_any_command(tmp_path: Path, name: str) -> None:
+    book = tmp_path / "remove.yml"
+    book.write_text(REMOVE)
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            str(book),
+            "-e",
+            f"ansible_python_interpreter={VENV_BIN / 'python'}",
+            "-e",
+            f'{{"lab_remove_nodes": ["ts-m-fine", {name!r}], "lab_state_dir": "{tmp_path}/state"}}'.replace("'", '"'),
+        ],
+        check=False,
+    )
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "lab_remove_nodes holds [" in out and "Nothing was removed." in out
+    assert "TASK [trainstack.cluster.lab : Stop and remove containers]" not in out
+
+
+def test_removal_refuses_a_state_dir_it_would_empty(tmp_path: Path) -> None:
+    book = tmp_path / "remove.yml"
+    book.write_text(REMOVE)
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            str(book),
+            "-e",
+            '{"lab_remove_nodes": ["ts-m-fine"], "lab_state_dir": "/"}',
+        ],
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "lab_state_dir '/' must be an absolute path at least two levels deep" in proc.stdout + proc.stderr
+    assert "TASK [trainstack.cluster.lab : Stop and remove containers]" not in proc.stdout

@@ -267,11 +267,13 @@ class Slurm:
         if self.sacct_json:
             rc, out, _ = self._run(["sacct", "--json", "-j", base])
             try:
-                if rc == 0:
-                    mine = [r for r in parse_sacct_json(out) if base_job_id(r.job_id) == base]
-                    return select_records(job_id, mine)
+                everything = parse_sacct_json(out) if rc == 0 else None
             except (ValueError, KeyError, TypeError, AttributeError):
-                pass
+                everything = None
+            if everything is not None:
+                mine = [r for r in everything if base_job_id(r.job_id) == base]
+                self.sacct_json = len(mine) == len(everything)
+                return select_records(job_id, mine)
             self.sacct_json = False
         argv = ["sacct", "--noheader", "--parsable2", "-X", "-j", base, "--format", SACCT_FIELDS]
         rc, out, err = self._run(argv)

@@ -103,6 +103,37 @@ def test_running_job_read_from_squeue_json(slurm, run_module) -> None:
     assert not any(c[0] in ("sacct", "scontrol") for c in slurm.calls)
 
 
+# sacct with accounting is not among the recordings (they were made without slurmdbd): these answers are
+# stand-ins in the layouts sacct --parsable2 and sacct --json (openapi/dbv0.0.38) print.
+SACCT_JSON = (
+    '{"jobs": [{"job_id": 21, "name": "fsdp-tiny", "state": {"current": "FAILED", "reason": "None"},'
+    ' "exit_code": {"status": "FAILED", "return_code": 3}, "nodes": "ts-compute[1-2]", "allocation_nodes": 2,'
+    ' "time": {"elapsed": 37}, "array": {"job_id": 0}, "het": {"job_id": 0}, "working_directory": "/r"},'
+    ' {"job_id": 20, "name": "other", "state": {"current": "COMPLETED"}, "exit_code": {"return_code": 0},'
+    ' "nodes": "ts-compute1", "time": {"elapsed": 5}, "array": {"job_id": 0}, "het": {"job_id": 0}}]}'
+)
+SACCT_TEXT = "21|fsdp-tiny|FAILED|3:0|ts-compute[1-2]|2|37|/r\n21.batch|batch|FAILED|3:0|ts-compute1|1|37|\n"
+
+
+def test_ended_job_read_from_sacct_json_where_accounting_exists(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN)
+    slurm.on("sacct", {"out": SACCT_JSON}, match=("--json",))
+    slurm.on("sacct", {"out": SACCT_TEXT})
+    res = run_module(job_id="21", state="query")
+    assert (res["state"], res["exit_code"], res["source"]) == ("FAILED", 3, "sacct --json")
+    assert (res["nodes"], res["node_count"], res["elapsed_s"]) == (["ts-compute1", "ts-compute2"], 2, 37)
+    assert not any(c[0] == "scontrol" for c in slurm.calls)
+
+
+def test_ended_job_read_from_sacct_text_where_json_is_missing(slurm, run_module) -> None:
+    slurm.on("squeue", UNKNOWN)
+    slurm.on("sacct", {"rc": 1, "err": "sacct: unrecognized option '--json'\n"}, match=("--json",))
+    slurm.on("sacct", {"out": SACCT_TEXT})
+    res = run_module(job_id="21", state="query")
+    assert (res["state"], res["exit_code"], res["source"]) == ("FAILED", 3, "sacct")
+    assert [c[:2] for c in slurm.calls if c[0] == "sacct"] == [["sacct", "--json"], ["sacct", "--noheader"]]
+
+
 # ---------------------------------------------------------------- arrays and heterogeneous jobs
 
 

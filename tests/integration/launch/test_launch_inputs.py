@@ -49,7 +49,14 @@ def nothing_written(tmp_path: Path) -> bool:
     ("extra", "expected"),
     [
         (
-            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_nodez=2", "-e", "training_job_lancher=local"],
+            [
+                "-e",
+                "training_job_testcase=pytorch/ddp",
+                "-e",
+                "training_job_nodez=2",
+                "-e",
+                "training_job_lancher=local",
+            ],
             "Unknown variable(s): training_job_lancher (close: training_job_launcher); "
             "training_job_nodez (close: training_job_nodes).",
         ),
@@ -78,11 +85,27 @@ def nothing_written(tmp_path: Path) -> bool:
             "Action failed: training_job_args key(s) ['batch_size'] are not option names",
         ),
         (
-            ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_launcher=local", "-e", "training_job_nodes=2"],
-            "Action failed: Cannot launch pytorch/ddp: The local launcher runs on one node (training_job_nodes=2).",
+            [
+                "-e",
+                "training_job_testcase=pytorch/ddp",
+                "-e",
+                "training_job_launcher=local",
+                "-e",
+                "training_job_nodes=2",
+            ],
+            "Cannot launch pytorch/ddp: The local launcher runs on one node (training_job_nodes=2).",
         ),
     ],
-    ids=["unknown-variable", "unknown-testcase", "testcase-path", "name-dotdot", "shared-root", "env-key", "arg-key", "local-nodes"],
+    ids=[
+        "unknown-variable",
+        "unknown-testcase",
+        "testcase-path",
+        "name-dotdot",
+        "shared-root",
+        "env-key",
+        "arg-key",
+        "local-nodes",
+    ],
 )
 def test_bad_input_names_its_rule_and_stages_nothing(tmp_path: Path, extra: list[str], expected: str) -> None:
     proc = launch(tmp_path, "-e", "launch_host=localhost", *extra)
@@ -96,7 +119,14 @@ def test_bad_input_names_its_rule_and_stages_nothing(tmp_path: Path, extra: list
 def test_an_inventory_without_a_head_host_fails(tmp_path: Path) -> None:
     proc = launch(tmp_path, "-e", "training_job_testcase=pytorch/ddp", inventory=["-i", "localhost,"])
     assert "The inventory has no head host (group head or role_head)" in error(proc)
-    proc = launch(tmp_path, "-e", "training_job_testcase=pytorch/ddp", "-e", "launch_host=nohost", inventory=["-i", "localhost,"])
+    proc = launch(
+        tmp_path,
+        "-e",
+        "training_job_testcase=pytorch/ddp",
+        "-e",
+        "launch_host=nohost",
+        inventory=["-i", "localhost,"],
+    )
     assert "launch_host nohost is not a host or group of the inventory" in error(proc)
     assert nothing_written(tmp_path)
 
@@ -124,7 +154,9 @@ def local_request(tmp_path: Path) -> list[str]:
 def test_role_head_is_the_launch_host_and_check_mode_changes_nothing(tmp_path: Path) -> None:
     """The ec2_cluster inventory's role_head group names the launch host; --check on it writes nothing."""
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text(f"[role_head]\nhead-a ansible_connection=local ansible_python_interpreter={VENV_BIN / 'python'}\n")
+    inventory.write_text(
+        f"[role_head]\nhead-a ansible_connection=local ansible_python_interpreter={VENV_BIN / 'python'}\n"
+    )
     proc = launch(tmp_path, *local_request(tmp_path), "--check", inventory=["-i", str(inventory)])
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "ok: [head-a]" in proc.stdout
@@ -134,7 +166,10 @@ def test_role_head_is_the_launch_host_and_check_mode_changes_nothing(tmp_path: P
 
 def test_local_launch_hands_values_to_the_process_literally(tmp_path: Path) -> None:
     """A real local launch of pytorch/ddp; the rank process starts under a recording nsys stand-in."""
-    odd = f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME $(HOME) $$ ${{local_rank}} key: v #c ; | &"
+    odd = (
+        f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME $(HOME) $$ "
+        "${local_rank} key: v #c ; | &"
+    )
     request = [
         "-e",
         "launch_host=localhost",
@@ -168,4 +203,3 @@ def test_local_launch_hands_values_to_the_process_literally(tmp_path: Path) -> N
 
     again = launch(tmp_path, *request, "--check")
     assert again.returncode == 0, again.stdout[-3000:]
-

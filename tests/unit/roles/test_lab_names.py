@@ -26,7 +26,9 @@ def failed(**overrides: Any) -> list[str]:
     variables |= overrides
     variables |= loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True)
     templar = Templar(loader=loader, variables=variables)
-    return templar.template(trust_as_template("{{ __lab_path_rules | rejectattr('ok') | map(attribute='msg') | list }}"))
+    return templar.template(
+        trust_as_template("{{ __lab_path_rules | rejectattr('ok') | map(attribute='msg') | list }}")
+    )
 
 
 def test_defaults_and_the_test_labs_settings_pass() -> None:
@@ -87,7 +89,9 @@ def test_removal_refuses_a_bad_node_name_before_any_command(tmp_path: Path, name
             "-e",
             f"ansible_python_interpreter={VENV_BIN / 'python'}",
             "-e",
-            f'{{"lab_remove_nodes": ["ts-m-fine", {name!r}], "lab_state_dir": "{tmp_path}/state"}}'.replace("'", '"'),
+            f'{{"lab_remove_nodes": ["ts-m-fine", {name!r}], "lab_state_dir": "{tmp_path}/state"}}'.replace(
+                "'", '"'
+            ),
         ],
         check=False,
     )

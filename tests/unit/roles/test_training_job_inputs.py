@@ -38,13 +38,23 @@ def render(expression: str, **overrides: Any) -> Any:
 
 def failed(rules: str, **overrides: Any) -> list[str]:
     """Messages of the rules (input or request) that the request breaks."""
-    return render(f"{{{{ __training_job_{rules}_rules | rejectattr('ok') | map(attribute='msg') | list }}}}", **overrides)
+    return render(
+        f"{{{{ __training_job_{rules}_rules | rejectattr('ok') | map(attribute='msg') | list }}}}",
+        **overrides,
+    )
 
 
 def test_a_valid_request_passes_every_rule() -> None:
     assert failed("input") == []
     assert failed("request") == []
-    assert failed("input", training_job_launcher="kubernetes", training_job_k8s_image="nvcr.io/nvidia/pytorch:25.01-py3") == []
+    assert (
+        failed(
+            "input",
+            training_job_launcher="kubernetes",
+            training_job_k8s_image="nvcr.io/nvidia/pytorch:25.01-py3",
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,7 +117,10 @@ def test_misspelt_argument_keys_get_the_cli_spelling() -> None:
     ("overrides", "text"),
     [
         ({"training_job_launcher": "local", "training_job_nodes": 2}, "The local launcher runs on one node"),
-        ({"training_job_args": {"config": "llama9"}}, "Unknown config llama9 for pytorch/fsdp; known: tiny, small"),
+        (
+            {"training_job_args": {"config": "llama9"}},
+            "Unknown config llama9 for pytorch/fsdp; known: tiny, small",
+        ),
     ],
 )
 def test_request_rules_name_only_what_failed(overrides: dict[str, Any], text: str) -> None:
@@ -120,7 +133,9 @@ def test_a_launcher_the_test_case_lacks_is_named() -> None:
     variables = role_vars(**overrides)
     variables["__training_job_manifest"] = {**variables["__training_job_manifest"], "launchers": ["slurm"]}
     messages = Templar(loader=DataLoader(), variables=variables).template(
-        trust_as_template("{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}")
+        trust_as_template(
+            "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}"
+        )
     )
     assert messages == ["pytorch/fsdp cannot run with the kubernetes launcher; it supports slurm."]
 
@@ -150,5 +165,7 @@ def test_close_matches_suggest_the_meant_name() -> None:
 
 def test_close_matches_rank_best_first_and_keep_three() -> None:
     options = ["batch-size", "batch-sizes", "batch-sized", "batch-sizer", "seq-len", "steps"]
-    assert close_matches(["batch_size"], options) == "batch_size (close: batch-size, batch-sized, batch-sizer)"
+    assert (
+        close_matches(["batch_size"], options) == "batch_size (close: batch-size, batch-sized, batch-sizer)"
+    )
     assert close_matches(["step"], options) == "step (close: steps)"

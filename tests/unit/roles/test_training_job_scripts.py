@@ -51,8 +51,8 @@ def odd(tmp_path: Path) -> str:
     """A value a shell, YAML or Kubernetes would change if it were not quoted and escaped (a shell would also
     create tmp_path/pwned)."""
     return (
-        f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME ${{PATH}} $(HOME) $$ ${{local_rank}} "
-        "key: v #c ; | & * \\ end"
+        f"a  b \"dq\" 's' $(touch {tmp_path}/pwned) `touch {tmp_path}/pwned` $HOME ${{PATH}} $(HOME) $$ "
+        "${local_rank} key: v #c ; | & * \\ end"
     )
 
 
@@ -94,7 +94,7 @@ def run_script(script: Path, tmp_path: Path, **env: str) -> dict[str, Any]:
 
 
 def torchrun_worker_argv(words: list[str]) -> list[str]:
-    """The worker's command line torchrun makes of the words after its own options (its ${local_rank} macro)."""
+    """The worker's command line torchrun makes of the words after its own options (its local_rank macro)."""
     code = (
         "import json, sys\n"
         "from torch.distributed.elastic.utils.api import macros\n"
@@ -143,7 +143,9 @@ def test_local_script_passes_values_literally(tmp_path: Path) -> None:
     script.parent.mkdir()
     script.write_text(render("run-local.sh.j2", tmp_path, **request(tmp_path)))
     seen = run_script(script, tmp_path)
-    check_literal(seen, tmp_path, ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=1"])
+    check_literal(
+        seen, tmp_path, ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=1"]
+    )
 
 
 def test_batch_script_passes_values_literally(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ whose output ``nccl_tests_output`` reads (staged next to this script). The searc
 ``nodes -> Measurement`` (or a plain bus bandwidth in GB/s), which is what the unit tests replace. A job whose
 output cannot be read, or that did not check its results, says nothing about the nodes: the search stops and
 reports why instead of calling the fabric slow. Wrong elements fail the check like a slow job, and the search
-names the nodes whose pairs return them. Standard library only: it runs on the login/head node.
+names the nodes whose pairs return them; a job that fails outright (non-zero exit, no wrong elements to show)
+is a failure, not a bandwidth, and the search names the nodes whose jobs fail. Standard library only: it runs
+on the login/head node.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ class Measurement:
 
 
 Measure = Callable[[Sequence[str]], "float | Measurement"]
-# A job's verdict: ok; slow (or failed: counts as 0 GB/s); wrong (wrong elements); cannot be judged.
+# A job's verdict: ok, slow, wrong (wrong elements), failed (the job failed), or cannot be judged:
 UNJUDGED = ("unparsable", "unchecked")
+SEARCH_VERDICT = {"ok": "accepted", "slow": "slow", "wrong": "wrong_results", "failed": "failed"}
 
 
 @dataclass
@@ -63,12 +66,14 @@ class Search:
     good: list[str] = field(default_factory=list)
     inconclusive: list[str] = field(default_factory=list)
     wrong_results: list[str] = field(default_factory=list)  # nodes whose pairs return wrong elements
+    failing: list[str] = field(default_factory=list)  # nodes whose pair jobs fail outright
     measurements: list[dict[str, object]] = field(default_factory=list)
-    verdict: str = ""  # accepted, slow, wrong_results, unparsable or unchecked (see the module doc)
+    verdict: str = ""  # accepted, slow, wrong_results, failed, unparsable or unchecked (see the module doc)
     note: str = ""
 
 
 def _verdict(result: Measurement, threshold: float) -> str:
+    """Wrong elements outrank bandwidth: a fast ring that corrupts data is not acceptable either."""
     if result.unparsable:
         return "unparsable"
     if result.unchecked:
@@ -79,12 +84,12 @@ def _verdict(result: Measurement, threshold: float) -> str:
 
 
 def _measure(search: Search, measure: Measure, nodes: Sequence[str]) -> str:
-    """Run one measurement, keep it in the record and return its verdict (a failed job counts as 0 GB/s)."""
+    """Run one measurement, keep it in the record and return its verdict (a failed job has no bandwidth)."""
     error = None
     try:
         result = measure(nodes)
     except Exception as err:  # a hung or failed job is a finding, not a crash of the search
-        result, error = Measurement(0.0), f"{type(err).__name__}: {err}"
+        result, error = Measurement(None), f"{type(err).__name__}: {err}"
     if not isinstance(result, Measurement):
         result = Measurement(float(result))
     verdict = "failed" if error else _verdict(result, search.threshold_gbps)
@@ -118,7 +123,9 @@ def _retest(search: Search, measure: Measure, suspects: list[str]) -> None:
     reference = search.good[0]
     for node in suspects:
         verdict = _measure(search, measure, [reference, node])
-        target = {"ok": search.good, "wrong": search.wrong_results}.get(verdict, search.slow)
+        target = {"ok": search.good, "wrong": search.wrong_results, "failed": search.failing}.get(
+            verdict, search.slow
+        )
         (search.inconclusive if verdict in UNJUDGED else target).append(node)
 
 
@@ -131,7 +138,7 @@ def pairwise_search(nodes: Sequence[str], measure: Measure, threshold: float) ->
     search.all_nodes_gbps = search.measurements[0]["busbw_gbps"]
     if verdict in UNJUDGED:
         return _stop_unjudged(search, verdict)
-    search.verdict = {"ok": "accepted", "wrong": "wrong_results"}.get(verdict, "slow")
+    search.verdict = SEARCH_VERDICT[verdict]
     if verdict == "ok":
         search.passed = True
         search.good = list(nodes)
@@ -148,14 +155,14 @@ def pairwise_search(nodes: Sequence[str], measure: Measure, threshold: float) ->
         # Every pair fails: either most nodes are bad or the fabric is; pairs cannot tell which.
         search.inconclusive += suspects
         search.note = (
-            "every pair is below the floor or returns wrong results: suspect the fabric or most nodes;"
+            "every pair is below the floor, returns wrong results or fails: suspect the fabric or most nodes;"
             " pairs cannot tell"
         )
         return search
     _retest(search, measure, suspects)
     if search.inconclusive:
         search.note = "some jobs' output could not be judged: their nodes are inconclusive (see measurements)"
-    elif not search.slow and not search.wrong_results:
+    elif not (search.slow or search.wrong_results or search.failing):
         search.note = "every pair passes: the shortfall needs more than two nodes (topology, switch, scale)"
     return search
 
@@ -195,14 +202,18 @@ class SlurmMeasure:
         command = self.command.format(master=nodes[0], summary=summary, nodes=len(nodes))
         argv += ["bash", "-c", command]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
-        if done.returncode != 0:
+        result = read_job(
+            done.stdout + done.stderr, summary if "{summary}" in self.command else None, self.op
+        )
+        # Both tools exit non-zero on wrong elements: those are the finding, not the exit status.
+        if done.returncode != 0 and not (result.problems and not result.unparsable):
             raise RuntimeError(f"srun rc={done.returncode}: {(done.stdout + done.stderr).strip()[-300:]}")
-        return read_job(done.stdout + done.stderr, summary if "{summary}" in self.command else None, self.op)
+        return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    """0: accepted; 1: below the floor or wrong results (culprits named in the JSON); 2: bad input;
-    3: the benchmark's output could not be judged (unreadable, or results not checked)."""
+    """0: accepted; 1: below the floor, wrong results or failed jobs (culprits named in the JSON);
+    2: bad input; 3: the benchmark's output could not be judged (unreadable, or results not checked)."""
     parser = argparse.ArgumentParser(description="NCCL acceptance with a pairwise slow-node search")
     parser.add_argument("--nodes", required=True, help="comma-separated Slurm node names")
     parser.add_argument("--threshold-gbps", type=float, required=True)

@@ -78,3 +78,21 @@ def probe_for(table, tmp_path):
 @pytest.fixture(scope="session")
 def fixture_text():
     return lambda name: (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# A stand-in ``srun`` for the acceptance tests (no Slurm on this host; the lab tests run the real one): it
+# records its arguments in $FAKE_SRUN_ARGV, prints the file named by $FAKE_SRUN_FIXTURE, exits $FAKE_SRUN_RC.
+FAKE_SRUN = """#!/bin/sh
+printf '%s\\n' "$@" > "$FAKE_SRUN_ARGV"
+cat "$FAKE_SRUN_FIXTURE"
+exit "${FAKE_SRUN_RC:-0}"
+"""
+
+
+def fake_srun_dir(parent: Path) -> Path:
+    """A directory holding only the stand-in ``srun``, to put first on PATH."""
+    bin_dir = parent / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN, encoding="utf-8")
+    (bin_dir / "srun").chmod(0o755)
+    return bin_dir

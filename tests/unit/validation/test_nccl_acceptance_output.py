@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, ROOT, load
+from .conftest import FIXTURES, ROOT, fake_srun_dir, load
 
 acc = load(ROOT / "roles/node_health/files/nccl_acceptance.py", "trainstack_nccl_acceptance_output")
 SCRIPT = ROOT / "roles/node_health/files/nccl_acceptance.py"
@@ -92,17 +92,11 @@ def test_a_summary_the_command_did_not_write_means_truncated(tmp_path):
 
 @pytest.fixture
 def fake_srun(tmp_path):
-    """``srun`` stand-in: records its argv and prints the fixture named by $FAKE_SRUN_FIXTURE."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text(
-        '#!/bin/sh\nprintf "%s\\n" "$@" > "$FAKE_SRUN_ARGV"\ncat "$FAKE_SRUN_FIXTURE"\n', encoding="utf-8"
-    )
-    srun.chmod(0o755)
+    """run(fixture, rc) -> (process, result record, srun argv) through the stand-in srun (see conftest)."""
+    bin_dir = fake_srun_dir(tmp_path)
 
-    def run(fixture: str) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
-        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    def run(fixture: str, rc: int = 0) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_SRUN_RC=str(rc))
         env.update(FAKE_SRUN_FIXTURE=str(FIXTURES / fixture), FAKE_SRUN_ARGV=str(tmp_path / "argv"))
         argv = [sys.executable, str(SCRIPT), "--nodes", "a,b", "--threshold-gbps", "280"]
         argv += ["--command", "exec all_reduce_perf -b 1M -e 1G", "--output", str(tmp_path / "r.json")]
@@ -123,3 +117,19 @@ def test_cli_exit_3_for_unreadable_output(fake_srun):
     done, result, _ = fake_srun("nccl-tests-all_reduce.truncated.txt")
     assert done.returncode == 3 and result["verdict"] == "unparsable" and result["slow"] == []
     assert "truncated run" in result["note"]
+
+
+def test_cli_wrong_elements_with_a_failing_exit_are_wrong_results(fake_srun):
+    """Both tools exit non-zero on wrong elements: the table, not the exit status, is the finding."""
+    done, result, _ = fake_srun("nccl-tests-all_reduce.wrong.txt", rc=1)
+    assert done.returncode == 1 and result["verdict"] == "wrong_results" and result["failing"] == []
+    assert "1048580 wrong elements" in result["measurements"][0]["problems"][0]
+
+
+def test_cli_a_failed_job_is_a_failure_not_a_bandwidth(tmp_path, fake_srun):
+    (tmp_path / "missing.txt").write_text(
+        "bash: line 1: exec: all_reduce_perf: not found\n", encoding="utf-8"
+    )
+    done, result, _ = fake_srun(str(tmp_path / "missing.txt"), rc=127)
+    assert done.returncode == 1 and result["verdict"] == "failed" and result["all_nodes_gbps"] is None
+    assert result["slow"] == [] and "srun rc=127" in result["measurements"][0]["error"]

@@ -16,28 +16,24 @@ import pytest
 
 from tests.support import VENV_BIN, ansible_env, playbook
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, fake_srun_dir
 
 
 @pytest.fixture
 def play(tmp_path):
     """play(fixture, *extra_args) -> (process, flattened stdout, result record, srun argv)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(
-        '#!/bin/sh\nprintf "%s\\n" "$@" > "$FAKE_SRUN_ARGV"\ncat "$FAKE_SRUN_FIXTURE"\n', encoding="utf-8"
-    )
-    (bin_dir / "srun").chmod(0o755)
+    bin_dir = fake_srun_dir(tmp_path)
     inventory = tmp_path / "hosts.yml"
     host = json.dumps({"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
     inventory.write_text(f"head:\n  hosts:\n    ts-head: {host}\n", encoding="utf-8")
     results = tmp_path / "results"
 
-    def run(fixture: str, *extra: str):
+    def run(fixture: str, *extra: str, rc: int = 0):
         env = ansible_env(
             PATH=f"{bin_dir}:{VENV_BIN}:{os.environ['PATH']}",
             FAKE_SRUN_FIXTURE=str(FIXTURES / fixture),
             FAKE_SRUN_ARGV=str(tmp_path / "argv"),
+            FAKE_SRUN_RC=str(rc),
         )
         args = ["-i", str(inventory), "-e", json.dumps({"nccl_acceptance_nodes": ["n1", "n2"]})]
         args += [
@@ -117,3 +113,12 @@ def test_below_the_floor_still_fails_as_before(play):
     )
     assert done.returncode == 2 and result["verdict"] == "slow"
     assert "bus bandwidth 348.16 GB/s across 2 nodes is below 400 GB/s" in out
+
+
+def test_a_failed_job_is_reported_as_failed_not_slow(play):
+    done, out, result, _ = play(
+        "nccl-tests-all_reduce.nccl-failure.txt", "-e", "nccl_acceptance_benchmark=all_reduce_perf", rc=1
+    )
+    assert done.returncode == 2 and result["verdict"] == "failed" and result["slow"] == []
+    assert "The all_reduce_perf job across 2 nodes failed: RuntimeError: srun rc=1" in out
+    assert "GB/s across 2 nodes is below" not in out

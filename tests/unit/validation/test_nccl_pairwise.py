@@ -59,9 +59,9 @@ def test_odd_node_count_retests_the_leftover():
     assert search.slow == ["n4"] and sorted(search.good) == nodes[:4]
 
 
-def test_failed_job_counts_as_slow_and_is_recorded():
+def test_failed_job_names_the_node_and_is_recorded():
     search = acc.pairwise_search(NODES, Fabric(failing=("n2",)), FLOOR)
-    assert search.slow == ["n2"]
+    assert search.failing == ["n2"] and search.slow == [] and search.verdict == "failed"
     errors = [m for m in search.measurements if m["error"]]
     assert errors and all("n2" in m["nodes"] for m in errors)
     assert "NET/OFI" in errors[0]["error"]

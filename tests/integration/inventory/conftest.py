@@ -152,7 +152,7 @@ def silent_endpoint() -> Iterator[StandIn]:
     def accept() -> None:
         while True:
             try:
-                connection, _ = listener.accept()
+                connection = listener.accept()[0]
             except OSError:
                 return
             held.append(connection)
@@ -182,7 +182,7 @@ def unavailable_endpoint() -> Iterator[StandIn]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *_: Any) -> None:
+        def log_message(self, *args: Any) -> None:
             """Quiet: pytest shows the test's own output."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)

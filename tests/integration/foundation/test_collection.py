@@ -156,3 +156,25 @@ def test_every_filter_has_documentation() -> None:
         arguments = list(inspect.signature(function).parameters)[1:]
         assert sorted(doc["options"]) == sorted(["_input", *arguments]), name
         assert [p.strip() for p in (doc.get("positional") or "").split(",") if p.strip()] == arguments, name
+
+
+def test_lab_inventory_parses_before_the_lab_exists(tmp_path: Path) -> None:
+    """ansible.cfg fails runs whose inventory does not parse; the lab directory (the default inventory) must
+    still parse before `make lab-up` writes hosts.yml into it, or lab_up itself could not start."""
+    lab = tmp_path / "local"
+    lab.mkdir()
+    source = REPO / "inventories" / "local"
+    for path in source.rglob("*"):
+        relative = path.relative_to(source)
+        # What the lab writes (hosts.yml, .lab/) is left out: the directory as a fresh checkout has it.
+        if not path.is_file() or relative.name == "hosts.yml" or relative.parts[0].startswith("."):
+            continue
+        (lab / relative).parent.mkdir(parents=True, exist_ok=True)
+        (lab / relative).write_bytes(path.read_bytes())
+    assert not (lab / "hosts.yml").exists()
+    proc = run(
+        [str(VENV_BIN / "ansible"), "-i", str(lab), "localhost", "-c", "local", "-m", "ansible.builtin.ping"]
+    )
+    assert "localhost | SUCCESS" in proc.stdout
+    listing = json.loads(run([str(VENV_BIN / "ansible-inventory"), "-i", str(lab), "--list"]).stdout)
+    assert listing["_meta"]["hostvars"] == {}

@@ -203,3 +203,8 @@ def test_local_launch_hands_values_to_the_process_literally(tmp_path: Path) -> N
 
     again = launch(tmp_path, *request, "--check")
     assert again.returncode == 0, again.stdout[-3000:]
+
+    # An argument the entrypoint lacks is named with the options it resembles, before anything runs.
+    misspelt = launch(tmp_path, *local_request(tmp_path), "-e", '{"training_job_args": {"stepz": 3}}')
+    assert "pytorch/ddp has no option(s) ['--stepz']: stepz (close: steps)" in error(misspelt)
+    assert len(list((tmp_path / "results").iterdir())) == 1

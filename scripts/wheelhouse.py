@@ -3,7 +3,9 @@
 
 Lab nodes (and air-gapped clusters) install test-case virtualenvs from it with --no-index. It also keeps the
 CPU build of torch: from PyPI, `pip install torch` on Linux takes the CUDA build and several GB of NVIDIA
-libraries, which CPU-only lab nodes never use.
+libraries, which CPU-only lab nodes never use. The local image's roles/pytorch installs from it with
+--require-hashes against stacks/locks/<stack>.pytorch-cpu.txt, so the exact files those locks pin are fetched
+too (pip checks their hashes as it downloads).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import yaml
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+CPU_LOCKS = sorted((Path(__file__).resolve().parents[1] / "stacks" / "locks").glob("*.pytorch-cpu.txt"))
 
 
 def requirements(manifests: list[Path]) -> list[str]:
@@ -36,6 +39,21 @@ def download(reqs: list[str], dest: Path) -> None:
     if extra:
         argv[4:4] = ["--extra-index-url", extra]
     subprocess.run(argv, check=True)
+
+
+def download_locked(locks: list[Path], dest: Path) -> None:
+    """The files the CPU locks pin, by hash: a wheelhouse resolved after a lock still holds its versions."""
+    for lock in locks:
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--only-binary=:all:",
+            "--no-deps",
+            "--require-hashes",
+        ]
+        subprocess.run([*argv, "--dest", str(dest), "-r", str(lock)], check=True)
 
 
 def check_cpu_torch(dest: Path) -> None:
@@ -58,6 +76,7 @@ def main() -> int:
     reqs = requirements(args.manifests)
     print("wheelhouse: " + " ".join(reqs))
     download(reqs, args.dest)
+    download_locked(CPU_LOCKS, args.dest)
     check_cpu_torch(args.dest)
     return 0
 

@@ -5,6 +5,7 @@ apt_key, or a dnf `gpgkey:` URL) would trust whatever key the network returned. 
 roles install keys through trainstack.cluster.repo_key, which refuses a key whose fingerprint is not pinned.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ import yaml
 
 from tests.support import REPO
 
-KEY_DESTINATIONS = ("keyrings/", "rpm-gpg/")
+# A get_url whose URL or destination looks like a signing key (key_url, keyring, .asc, .pub, gpg).
+KEY_HINT = re.compile(r"key|gpg|\.asc\b|\.pub\b", re.IGNORECASE)
 
 
 def tasks(path: Path):
@@ -33,8 +35,9 @@ def test_repository_keys_go_through_repo_key(path):
         name = task.get("name", "?")
         assert "ansible.builtin.apt_key" not in task and "apt_key" not in task, f"{path}: {name} uses apt_key"
         for module in ("ansible.builtin.get_url", "get_url"):
-            dest = str((task.get(module) or {}).get("dest", ""))
-            assert not any(d in dest for d in KEY_DESTINATIONS), f"{path}: {name} fetches a key with get_url"
+            args = task.get(module) or {}
+            where = f"{args.get('url', '')} {args.get('dest', '')}"
+            assert not KEY_HINT.search(where), f"{path}: {name} fetches a key with get_url ({where})"
         repo = task.get("ansible.builtin.yum_repository") or {}
         if repo.get("gpgcheck"):
             assert str(repo.get("gpgkey", "")).startswith("file://"), f"{path}: {name} trusts a key URL as is"

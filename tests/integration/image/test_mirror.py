@@ -39,14 +39,19 @@ def fixture_stack(tmp_path, vendor, debian_debs):
                 "os": ["debian-12"],
                 "arch": ["x86_64"],
                 "source": base,
-                "artifacts": [{"name": "deb-a", "url": f"{base}/pool/{deb_a.name}", "sha256": sha_a}],
+                "artifacts": [
+                    # The loopback vendor speaks plain http: the stack must say so per artifact.
+                    {"name": "deb-a", "url": f"{base}/pool/{deb_a.name}", "sha256": sha_a, "allow_http": True}
+                ],
             },
             "unpinned": {
                 "version": "1.0",
                 "os": ["debian-12"],
                 "arch": ["x86_64"],
                 "source": base,
-                "artifacts": [{"name": "deb-b", "url": f"{base}/pool/{deb_b.name}", "sha256": None}],
+                "artifacts": [
+                    {"name": "deb-b", "url": f"{base}/pool/{deb_b.name}", "sha256": None, "allow_http": True}
+                ],
             },
         },
     }

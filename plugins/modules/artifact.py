@@ -12,8 +12,8 @@ short_description: Download a stack artifact, verified against its pinned or loc
 description:
   - Every file a trainstack build downloads (driver installers, the EFA installer, sources, wheels) goes
     through this module, so no download skips its checksum.
-  - "The sha256 comes from the stack (C(stacks/<id>.yml)); where the stack has none, from the stack's lock file
-    written by C(make mirror); otherwise the download is refused unless the stack marks that artifact
+  - "The sha256 comes from the stack (C(stacks/<id>.yml)); where the stack has none, from the stack's lock
+    file written by C(make mirror); otherwise the download is refused unless the stack marks that artifact
     C(verify: false) with a reason (O(verify=false) and O(unverified_reason))."
   - A plain C(http://) URL is refused unless the stack allows it for that artifact (O(allow_http=true)); an
     artifact without a checksum is refused over a plain C(http://) mirror.

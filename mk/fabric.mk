@@ -1,4 +1,4 @@
-# AWS fabric and storage roles (issue 6). Included by the Makefile.
+# AWS fabric and storage roles. Included by the Makefile.
 MOLECULE_SCENARIOS += fabric
 FABRIC_MIRROR_DIR ?= /var/cache/trainstack/fabric-mirror
 

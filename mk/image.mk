@@ -1,4 +1,4 @@
-# Image factory: stacks, artifacts, Packer templates, local image (issue 4). Included by the Makefile.
+# Image factory: stacks, artifacts, Packer templates, local image. Included by the Makefile.
 STACK          ?= ts-2026.10
 IMAGE_FLAVOUR  ?= slurm-gpu
 IMAGE_OUT      ?= $(CURDIR)/build/image

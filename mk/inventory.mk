@@ -1,4 +1,4 @@
-# ec2_cluster inventory plugin (issue 7): its tests and its benchmark. Included by the Makefile.
+# ec2_cluster inventory plugin: its tests and its benchmark. Included by the Makefile.
 INVENTORY_BENCH_ARGS ?=
 
 .PHONY: test-inventory bench-inventory

@@ -1,4 +1,4 @@
-# NVIDIA stack roles (issue 5): driver, cuda, nccl, gdrcopy, dcgm, container_runtime. Included by the Makefile.
+# NVIDIA stack roles: driver, cuda, nccl, gdrcopy, dcgm, container_runtime. Included by the Makefile.
 # nvidia_userspace (NCCL wheel, stand-in vendor repositories) runs in make test; nvidia_driver (Debian 535 DKMS
 # build for the container's installed cloud kernel, several minutes on 2 cores) runs in make test-slow.
 MOLECULE_SCENARIOS      += nvidia_userspace

@@ -1,4 +1,4 @@
-# Training test case catalog (testcases/, issues 8, 9, 11 part 1). Included by the Makefile.
+# Training test case catalog (testcases/). Included by the Makefile.
 # The GPU benchmarks run on a GPU machine with its own Python (see docs/performance.md); here they need a GPU.
 TESTCASE_CONFIG ?= tiny
 TESTCASE_STEPS  ?= 20

@@ -1,4 +1,4 @@
-# Cluster validation and observability (issue 10): node_health, NCCL acceptance, monitoring. Included by the Makefile.
+# Cluster validation and observability: node_health, NCCL acceptance, monitoring. Included by the Makefile.
 MOLECULE_SCENARIOS += node_health observability
 VALIDATION_ARGS ?=
 

@@ -484,7 +484,7 @@ def format_report(report: Report) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- job environment (fabric roles, issue 6)
+# ---------------------------------------------------------------- job environment (fabric roles)
 
 
 def _env_rule_applies(rule: Mapping[str, Any], comps: Mapping, family: str | None) -> bool:

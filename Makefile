@@ -113,6 +113,10 @@ demo: setup wheelhouse $(if $(filter 1,$(DEMO_IMAGE)),image-local) ## build the 
 docs: venv ## regenerate role READMEs from meta/argument_specs.yml
 	$(PY) scripts/role_docs.py
 
+.PHONY: instance-catalog
+instance-catalog: venv ## render stacks/instance_types.yml into plugins/module_utils/instance_catalog_data.py
+	$(PY) scripts/instance_catalog.py
+
 # ---------------------------------------------------------------- training
 WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
 .PHONY: wheelhouse

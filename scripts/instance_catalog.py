@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Render stacks/instance_types.yml into plugins/module_utils/instance_catalog_data.py.
+
+Ansible copies module_utils to a target as Python files only; the YAML catalog would stay behind. The
+generated module carries the same data, and `--check` (run by the unit tests) fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "stacks" / "instance_types.yml"
+TARGET = ROOT / "plugins" / "module_utils" / "instance_catalog_data.py"
+LOADER = ROOT / "plugins" / "module_utils" / "instance_catalog.py"
+
+
+def _loader() -> ModuleType:
+    """The collection's loader, by path: it needs only the standard library, not an installed collection."""
+    spec = importlib.util.spec_from_file_location("instance_catalog", LOADER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def _render() -> str:
+    """Validate the YAML and return the module text (a bad entry stops here, named)."""
+    loader = _loader()
+    return str(loader.render_module(loader.load_file(str(SOURCE))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the module, or with --check say whether it matches the YAML."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail when the generated module is stale")
+    args = parser.parse_args(argv)
+    text = _render()
+    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
+    if args.check:
+        if current != text:
+            print(f"{TARGET.relative_to(ROOT)} is stale: run `make instance-catalog`", file=sys.stderr)
+            return 1
+        return 0
+    if current != text:
+        TARGET.write_text(text, encoding="utf-8")
+        print(f"wrote {TARGET.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

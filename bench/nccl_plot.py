@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Plot bus bandwidth against message size from ``nccl/collectives`` summaries (one line per op and file).
 
-Usage: ``nccl_plot.py OUT.png SUMMARY.json [SUMMARY.json ...]``. Needs matplotlib (present on the GPU
-machines' image); kept apart from the test case so the test case itself needs nothing but torch.
+Usage: ``nccl_plot.py OUT.png SUMMARY.json [SUMMARY.json ...]``. Needs matplotlib (``pip install
+matplotlib``); kept apart from the test case so the test case itself needs nothing but torch.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 # Local image: the same playbook applied to a Debian 12 LXC container, exported as a root filesystem tarball that
 # the lab boots (`make lab-up LAB_BASE_IMAGE=...`, docs/image-factory.md).
 #
-# Provisioning path: Packer's ansible provisioner (through its SSH proxy) hangs at "Gathering Facts" against this
-# builder here (shared/ENVIRONMENT.md), so a shell-local provisioner runs the same playbook with the
-# community.general.lxc connection against the build container by name.
+# Provisioning path: Packer 1.6.6's ansible provisioner (through its SSH proxy, which offers only ssh-rsa host keys)
+# hangs at "Gathering Facts" against this builder even with ssh-rsa allowed, so a shell-local provisioner runs the
+# same playbook with the community.general.lxc connection against the build container by name.
 source "lxc" "debian12" {
   # Unused by lxc-create in Packer 1.6.6 (our template writes the container config), but required by the builder.
   config_file         = "${local.packer_dir}/lxc/lxc.conf"

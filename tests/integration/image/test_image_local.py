@@ -53,7 +53,7 @@ def test_image_json_records_the_stack_read_from_the_system(local_image):
         == stack["components"]["slurm"]["by_os"]["debian-12"]["version"]
     )
     assert "base" in manifest["roles"]
-    # Base, Slurm and a CPU PyTorch at least (the floor), each read from the built system.
+    # Base, Slurm and a CPU PyTorch at least (the local image's floor), each read from the built system.
     assert {"base", "slurm", "pytorch"} <= set(manifest["roles"])
     assert manifest["components"]["slurm"]["matches"] is True
     pytorch = manifest["components"]["pytorch"]

@@ -169,7 +169,7 @@ def pcs_cluster(
 
 
 def hyperpod_cluster(sagemaker: Any, name: str, groups: dict[str, tuple[str, int]]) -> str:
-    """HyperPod cluster in moto's SageMaker; ThreadsPerCore avoids a moto 5.2.5 KeyError (ENVIRONMENT.md)."""
+    """HyperPod cluster in moto's SageMaker; ThreadsPerCore given, since moto 5.2.5 answers 500 without it."""
     answer = sagemaker.create_cluster(
         ClusterName=name,
         InstanceGroups=[

@@ -1,6 +1,6 @@
 """The Packer templates' variables and per-build settings, parsed with python-hcl2 (no AWS, no Packer run).
 
-`make lint-packer` proves Packer 1.6.6 accepts the templates; these tests pin what the issue requires of them:
+`make lint-packer` proves Packer 1.6.6 accepts the templates; these tests pin what the image factory promises:
 encrypted gp3 roots sized by a variable, AMI names carrying the stack id and a timestamp, tags, region copies,
 both architectures, and defaults that follow the current stack.
 """

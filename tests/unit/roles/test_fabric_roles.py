@@ -1,4 +1,4 @@
-"""Fabric and storage roles (issue 6): what each resolves per OS, and the inputs each refuses.
+"""Fabric and storage roles: what each resolves per OS, and the inputs each refuses.
 
 Only Debian 12 runs for real here, so the Ubuntu and Amazon Linux paths are covered by the values the roles
 resolve for them. The roles' own data is evaluated with Ansible's templar, in process (a playbook per case

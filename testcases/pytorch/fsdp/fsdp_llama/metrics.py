@@ -1,6 +1,6 @@
 """FLOP accounting, MFU, the per-step metric line and the JSON summary.
 
-FLOPs per token (the convention the issue's Hugging Face baselines use, so the figures compare):
+FLOPs per token (the convention of the Hugging Face reference figures, so the figures compare):
 ``6 * N + 12 * n_layers * dim * seq_len``, with ``N`` the unique parameter count (a tied embedding counted
 once). ``6N`` is forward (2N) plus backward (4N) of every weight; the second term is attention's two
 ``seq x seq`` products (scores and weighted values), forward and backward, counted without the causal half

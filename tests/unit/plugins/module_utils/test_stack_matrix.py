@@ -26,7 +26,8 @@ def test_parse_version_rejects_non_versions():
         sm.parse_version("latest")
 
 
-def test_current_stack_matches_the_brief(shipped_stacks):
+def test_current_stack_pins_the_supported_floor(shipped_stacks):
+    """One current stack: driver 595, CUDA 13, EFA installer 1.47+, aws-ofi-nccl 1.18+, and a predecessor."""
     current = [s for s in shipped_stacks.values() if s["status"] == "current"]
     assert len(current) == 1
     stack = current[0]

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Every GPU measurement this repository keeps, in one call on the GPU machine (the `device` tool), which has
-# CUDA torch but no network: Ansible and pytest come as wheels carried in .whl/ (see bench/gpu/README.md).
-#   bash bench/gpu/h200_session.sh bench|tests|launch|verify... (or all)   results under $OUT
-# Parts are never implied: device time is scarce, and a bare call once ran all four by accident.
+# The GPU measurements this repository keeps (docs/performance.md), run on one GPU machine; each part writes
+# its results under $OUT. The machine needs CUDA torch; Ansible and pytest are installed beside it (see
+# bench/gpu/README.md), from wheels in .whl/ when that directory exists (a machine without network), else
+# from the package index.
+#   bash bench/gpu/measure.sh bench|tests|launch|verify... (or all)   results under $OUT
+# Parts are never implied: each takes minutes of GPU time (compilation included), so a bare call runs nothing.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${TS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
+# The Python that has CUDA torch: TS_GPU_PYTHON, else a venv at /opt/torch/.venv, else python3 on PATH.
+if [ -n "${TS_GPU_PYTHON:-}" ]; then PY=$TS_GPU_PYTHON
+elif [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3
+else PY=$(command -v python3); fi
 OUT=${OUT:-/tmp/ts-gpu-out}
 DEPS=${TS_GPU_DEPS:-/tmp/ts-gpu-deps}
 LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "batch-size": 8, "seq-len": 2048, "steps": 30}}'}
@@ -14,8 +19,10 @@ mkdir -p "$OUT"
 
 deps() {
   # pip --target, not a venv: a venv made from this interpreter would not see the machine's torch.
+  local wheels=()
+  [ -d .whl ] && wheels=(--no-index --find-links .whl)
   [ -x "$DEPS/bin/ansible-playbook" ] ||
-    "$PY" -m pip install -q --no-index --find-links .whl --target "$DEPS" ansible-core pytest
+    "$PY" -m pip install -q "${wheels[@]}" --target "$DEPS" ansible-core==2.19.14 pytest
   mkdir -p .cache/collections/ansible_collections/trainstack
   ln -sfn "$ROOT" .cache/collections/ansible_collections/trainstack/cluster
 }

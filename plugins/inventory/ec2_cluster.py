@@ -26,8 +26,8 @@ description:
     ssh C(ProxyCommand) through SSM (target C(sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>)).
   - Each region is read with one paginated C(describe_instances) call carrying server-side tag filters;
     regions are read in parallel. Instance type facts (GPU count, model and memory, EFA interfaces) come from
-    C(describe_instance_types), asked once per type. The API answer wins; a small built-in table of
-    accelerated types is used only for a type the API does not return or when the call is denied.
+    C(describe_instance_types), asked once per type. The API answer wins; the collection's instance catalog
+    (C(stacks/instance_types.yml)) is used only for a type the API does not return or when the call is denied.
   - Groups and host variables are built in Python, not by templating per host; O(compose), O(groups) and
     O(keyed_groups) are applied only when set.
   - The configuration file name must end with C(ec2_cluster.yml) or C(ec2_cluster.yaml).

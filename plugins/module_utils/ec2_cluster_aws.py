@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import (
-    BUILTIN_TYPE_FACTS,
     EC2_KINDS,
     PC_CLUSTER_TAG,
     PCS_CLUSTER_TAG,
@@ -22,6 +21,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_mod
     Node,
     SourceFilter,
     TypeFacts,
+    catalog_type_facts,
     facts_from_instance_type,
     hyperpod_cluster_id,
     node_from_ec2_instance,
@@ -396,10 +396,10 @@ class Fetcher:
         return _parallel(one, summaries)
 
     def type_facts(self, types: Iterable[str], region: str) -> tuple[dict[str, TypeFacts], list[str]]:
-        """Ask describe_instance_types once per distinct type (100 per call); fill gaps from the table.
+        """Ask describe_instance_types once per distinct type (100 per call); the catalog fills the gaps.
 
-        The API wins over the built-in table whenever it answers for a type; the table covers types the
-        endpoint does not know and accounts whose policy denies ec2:DescribeInstanceTypes.
+        The API wins over the catalog whenever it answers for a type; the catalog covers types the endpoint
+        does not know and accounts whose policy denies ec2:DescribeInstanceTypes.
         """
         wanted = sorted(set(types))
         facts: dict[str, TypeFacts] = {}
@@ -413,7 +413,7 @@ class Fetcher:
                 code = error.response.get("Error", {}).get("Code", "")
                 if code in _DENIED:
                     warnings.append(
-                        f"describe_instance_types denied ({code}); GPU/EFA facts from the built-in table"
+                        f"describe_instance_types denied ({code}); GPU/EFA facts from the instance catalog"
                     )
                     break
                 if code != "InvalidInstanceType":
@@ -422,8 +422,9 @@ class Fetcher:
             except BotoCoreError as error:
                 raise explain(error, f"describe_instance_types in {region}", self._settings) from error
         for name in wanted:
-            if name not in facts and name in BUILTIN_TYPE_FACTS:
-                facts[name] = BUILTIN_TYPE_FACTS[name]
+            fallback = None if name in facts else catalog_type_facts(name)
+            if fallback is not None:
+                facts[name] = fallback
         unknown = [name for name in wanted if name not in facts]
         if unknown:
             warnings.append(f"no GPU/EFA facts for instance types: {', '.join(unknown)}")

@@ -14,6 +14,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+    default as default_catalog,
+)
+
 KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "hyperpod", "tagged")
 EC2_KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "tagged")
 ROLES: tuple[str, ...] = ("head", "login", "compute")
@@ -109,21 +113,16 @@ class TypeFacts:
         return [self.gpu_count, self.gpu_model, self.gpu_memory_mib, self.efa_interfaces, self.source]
 
 
-# Fallback facts for accelerated types, from the AWS instance type documentation. Used only for a type that
-# describe_instance_types does not return (too new for the region or endpoint, or the call is not allowed):
-# the API answer always wins when there is one.
-BUILTIN_TYPE_FACTS: Mapping[str, TypeFacts] = {
-    "p4d.24xlarge": TypeFacts(8, "A100", 40960, 4, "builtin"),
-    "p4de.24xlarge": TypeFacts(8, "A100", 81920, 4, "builtin"),
-    "p5.48xlarge": TypeFacts(8, "H100", 81920, 32, "builtin"),
-    "p5e.48xlarge": TypeFacts(8, "H200", 144384, 32, "builtin"),
-    "p5en.48xlarge": TypeFacts(8, "H200", 144384, 16, "builtin"),
-    "p6-b200.48xlarge": TypeFacts(8, "B200", 183359, 8, "builtin"),
-    "g5.48xlarge": TypeFacts(8, "A10G", 22888, 1, "builtin"),
-    "g6e.48xlarge": TypeFacts(8, "L40S", 45776, 1, "builtin"),
-    "trn1.32xlarge": TypeFacts(0, None, None, 8, "builtin"),
-    "trn2.48xlarge": TypeFacts(0, None, None, 16, "builtin"),
-}
+def catalog_type_facts(instance_type: str) -> TypeFacts | None:
+    """Fallback facts from the instance catalog (stacks/instance_types.yml) for a type describe_instance_types
+    does not return (too new for the region or endpoint, or the call is not allowed): the API answer always
+    wins when there is one. The catalog's own machines (lab, local) are not EC2 types and give nothing."""
+    entry = default_catalog().find(ec2_type_name(instance_type))
+    if entry is None or entry.family is None:
+        return None
+    return TypeFacts(
+        entry.gpu_count or 0, entry.gpu_model, entry.gpu_memory_mib, entry.efa_interfaces, "catalog"
+    )
 
 
 @dataclass(slots=True, frozen=True)

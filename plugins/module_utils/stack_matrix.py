@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+    default as default_catalog,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_schema import (
     problems as schema_problems,
 )
@@ -291,7 +294,10 @@ def _rule_conditional_env(
 def _rule_family_minimum(
     rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
 ) -> list[Finding]:
-    if target.family not in rule["families"]:
+    # A rule names families, GPU generations (resolved through the instance catalog), or both.
+    generation = default_catalog().family_generation(target.family) if target.family else None
+    named = target.family in (rule.get("families") or [])
+    if not named and generation not in (rule.get("generations") or []):
         return []
     out = []
     for path, minimum in rule["minimum"].items():
@@ -311,7 +317,8 @@ def _rule_kernel_modules(
     flavour = field_value(comps, rule["field"])
     if flavour is None or target.family is None:
         return []
-    generation = rule["family_generation"].get(target.family)
+    # The GPU generation of a family is a fact of the instance catalog, not of the rule.
+    generation = default_catalog().family_generation(target.family)
     if generation is None:
         return [_finding(rule, f"instance family {target.family} has no known GPU generation", target)]
     allowed = rule["allowed"][generation]

@@ -307,7 +307,7 @@ def test_cache_records_round_trip_through_json_and_reject_other_layouts():
     ]
     facts = {
         "p5.48xlarge": model.TypeFacts(8, "H100", 81920, 32),
-        "c5.large": model.BUILTIN_TYPE_FACTS["p5.48xlarge"],
+        "c5.large": model.catalog_type_facts("p5.48xlarge"),
     }
     restored = model.unpack_records(json.loads(json.dumps(model.pack_records(nodes, facts))))
     assert restored == (nodes, facts)
@@ -315,10 +315,19 @@ def test_cache_records_round_trip_through_json_and_reject_other_layouts():
     assert model.unpack_records(["not", "a", "mapping"]) is None
 
 
-def test_builtin_table_covers_the_training_types():
+def test_catalog_covers_the_training_types():
     for name in ("p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"):
-        assert model.BUILTIN_TYPE_FACTS[name].gpu_count == 8
-        assert model.BUILTIN_TYPE_FACTS[name].source == "builtin"
+        facts = model.catalog_type_facts(name)
+        assert facts is not None and facts.gpu_count == 8 and facts.source == "catalog"
+    assert model.catalog_type_facts("ml.p6-b300.48xlarge") == model.TypeFacts(8, "B300", 274658, 16, "catalog")
+    assert model.catalog_type_facts("trn2.48xlarge") == model.TypeFacts(0, None, None, 16, "catalog")
+
+
+def test_catalog_gives_no_facts_for_its_own_machines_or_unknown_types():
+    # lab and local are not EC2 types: an instance reporting either name must not get invented GPU facts.
+    assert model.catalog_type_facts("lab") is None
+    assert model.catalog_type_facts("local") is None
+    assert model.catalog_type_facts("c5.large") is None
 
 
 def test_safe_group_and_ml_prefix():

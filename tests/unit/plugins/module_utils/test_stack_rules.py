@@ -116,6 +116,14 @@ def test_blackwell_minimums(good_stack, rules):
     assert [e.message for e in report.errors] == ["p6-b200 needs cuda.version >= 12.8, stack has 12.6"]
 
 
+def test_blackwell_minimums_reach_every_blackwell_family_of_the_catalog(good_stack, rules):
+    # The rule names a GPU generation; the catalog says which families are Blackwell, p6-b300 included.
+    good_stack["scope"]["instance_families"] = ["p6-b300", "p5"]
+    good_stack["components"]["cuda"]["version"] = "12.6"
+    report = run(good_stack, rules, "blackwell-minimums")
+    assert [e.message for e in report.errors] == ["p6-b300 needs cuda.version >= 12.8, stack has 12.6"]
+
+
 def test_kernel_modules_blackwell_needs_open(good_stack, rules):
     assert run(good_stack, rules, "kernel-module-flavour").ok
     good_stack["components"]["nvidia_driver"]["kernel_modules"] = "proprietary"

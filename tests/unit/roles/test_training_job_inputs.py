@@ -17,14 +17,13 @@ ROLE = REPO / "roles" / "training_job"
 
 
 def role_vars(**overrides: Any) -> dict[str, Any]:
-    """The role's defaults, vars and instance table as a play would see them, with the caller's overrides."""
+    """The role's defaults and vars as a play would see them, with the caller's overrides."""
     loader = DataLoader()
     merged: dict[str, Any] = {"role_path": str(ROLE)}
     merged |= loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True)
     merged["training_job_testcase"] = "pytorch/fsdp"
     merged |= overrides
     merged |= loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True)
-    merged |= loader.load_from_file(str(ROLE / "vars" / "instance_types.yml"), trusted_as_template=True)
     merged["__training_job_manifest"] = loader.load_from_file(
         str(REPO / "testcases" / "pytorch" / "fsdp" / "testcase.yml")
     )

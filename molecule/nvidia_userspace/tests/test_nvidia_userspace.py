@@ -136,7 +136,8 @@ def test_vendor_repositories_signed_and_packages_pinned(wheel_node):
 
 
 @pytest.mark.parametrize(
-    ("unit", "needle"), [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address :9500")]
+    ("unit", "needle"),
+    [("nvidia-dcgm", "-p 5600"), ("dcgm-exporter", "--address ${TRAINSTACK_CLUSTER_ADDRESS}:9500")],
 )
 def test_dcgm_units_enabled_with_ports(wheel_node, unit, needle):
     host = wheel_node

@@ -3,9 +3,11 @@
 
 Why a standalone script with only the standard library: the same file runs under Ansible (role
 ``node_health``), from a Slurm prolog/epilog (no Ansible there, and it must finish in seconds) and by
-hand on a GPU box that has nothing but ``python3``. Expectations come from one per-instance-type table
-(``instance_types.json`` next to this file); every check reports pass, fail, warn (a failure whose remedy is
-only ``monitor``) or skip with the reason, so that a node without GPUs or EFA still gives a full report.
+hand on a GPU box that has nothing but ``python3``. Expectations come from the collection's instance catalog
+(stacks/instance_types.yml): the node_health role renders this node's row into ``instance_types.json`` next to
+this file. A row whose gpu_count is null (the ``local`` entry: any single machine) takes the GPUs nvidia-smi
+shows. Every check reports pass, fail, warn (a failure whose remedy is only ``monitor``) or skip with the
+reason, so that a node without GPUs or EFA still gives a full report.
 """
 
 from __future__ import annotations
@@ -325,9 +327,17 @@ def _smi(probe: Probe) -> dict[str, Any]:
     return probe._cache["smi"]
 
 
+def _want_gpus(probe: Probe) -> int:
+    """GPUs this node must have; a null expectation (a `local` machine) means the ones nvidia-smi lists."""
+    want = probe.expect.get("gpu_count")
+    if want is not None:
+        return int(want)
+    return len(_smi(probe).get("gpus") or [])
+
+
 def _gpu_data(probe: Probe, check: str, severity: str) -> tuple[list[dict[str, Any]] | None, Result | None]:
     """GPUs for a per-GPU check, or the skip that explains why there are none to look at."""
-    expected = int(probe.expect["gpu_count"])
+    expected = _want_gpus(probe)
     smi = _smi(probe)
     if expected == 0 and smi.get("absent"):
         return None, _skip(
@@ -344,7 +354,7 @@ def check_gpu_inventory(probe: Probe) -> Result:
     """Count, model and memory against the table: a GPU that fell off the bus shows up here first."""
     expect = probe.expect
     smi = _smi(probe)
-    want = int(expect["gpu_count"])
+    want = _want_gpus(probe)
     if want == 0 and smi.get("absent"):
         return _skip(
             "gpu_inventory", "isolate", f"no GPU expected on {probe.instance_type} and nvidia-smi is absent"
@@ -563,7 +573,7 @@ def check_memlock(probe: Probe) -> Result:
 
 def check_gdrcopy(probe: Probe) -> Result:
     """GDRCopy's driver (gdrdrv) loaded, its device present; the sanity test when asked (slow)."""
-    if not probe.expect["gdrcopy"] or int(probe.expect["gpu_count"]) == 0:
+    if not probe.expect["gdrcopy"] or _want_gpus(probe) == 0:
         return _skip("gdrcopy", "monitor", f"GDRCopy not expected on {probe.instance_type}")
     problems = []
     if not (probe.sysfs / "module" / "gdrdrv").exists():
@@ -591,7 +601,7 @@ def check_torch(probe: Probe) -> Result:
         report = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return Result("torch_env", "fail", "isolate", f"torch probe rc={rc}: {out.strip()[-300:]}")
-    want = int(probe.expect["gpu_count"])
+    want = _want_gpus(probe)
     problems = list(report.get("problems", []))
     if want and report.get("cuda_devices") != want:
         problems.append(f"torch sees {report.get('cuda_devices')} CUDA device(s), {want} expected")

@@ -4,6 +4,7 @@ recorded tool outputs (stand-ins written in each tool's documented format, see f
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,18 @@ def node_health():
 
 
 @pytest.fixture(scope="session")
-def table():
-    return nh.load_table(ROOT / "roles/node_health/files/instance_types.json")
+def table_file(tmp_path_factory):
+    """The table as the role writes it onto nodes (here with every catalog type), from the instance catalog."""
+    from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default
+
+    path = tmp_path_factory.mktemp("node_health") / "instance_types.json"
+    path.write_text(json.dumps(default().health_table()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def table(table_file):
+    return nh.load_table(table_file)
 
 
 @pytest.fixture

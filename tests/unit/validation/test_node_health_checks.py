@@ -32,12 +32,12 @@ def test_every_type_has_complete_expectations(table, node_health):
         assert set(expect) == set(table["defaults"]), name
         if expect["gpu_count"]:
             assert expect["gpu_model"] and expect["gpu_memory_mib"], name
-    for name in ("p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "lab", "h200x1"):
+    for name in ("p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "lab", "local"):
         assert name in table["types"]
 
 
 def test_unknown_type_and_override_are_named(table, node_health):
-    with pytest.raises(node_health.UsageError, match=r"--instance-type 'p9\.huge'.*known: g5\.48xlarge"):
+    with pytest.raises(node_health.UsageError, match=r"--instance-type 'p9\.huge'.*known: g4dn\.12xlarge"):
         node_health.expectations(table, "p9.huge")
     with pytest.raises(node_health.UsageError, match=r"unknown keys \['gpu_colour'\]"):
         node_health.expectations(table, "lab", {"gpu_colour": "green"})
@@ -80,6 +80,20 @@ def test_wrong_model_and_missing_gpu_are_named(probe_for, node_health, fixture_t
     assert "model is not H200" in row["message"]
     assert "memory below" in row["message"]
     assert report["failed"] == [{"check": "gpu_inventory", "severity": "isolate", "message": row["message"]}]
+
+
+def test_local_machine_takes_the_gpus_it_shows_or_the_ones_given(probe_for, node_health, fixture_text):
+    # `local` (any single machine) has no GPU count in the catalog: nvidia-smi's answer is the expectation,
+    # unless the caller gives one, and then a missing GPU fails as on any catalog type.
+    xml = fixture_text("nvidia-smi-q-x.p5.xml")
+    seven = xml[: xml.rindex("    <gpu id=")] + "</nvidia_smi_log>\n"
+    row = node_health.run_checks(probe_for("local", smi_tools(seven)), ["gpu_inventory"])["checks"][0]
+    assert row["status"] == "pass" and row["data"]["count"] == 7, row
+    given = {"gpu_count": 8, "gpu_model": "H100"}
+    row = node_health.run_checks(probe_for("local", smi_tools(seven), expect=given), ["gpu_inventory"])
+    assert "7 GPU(s) visible, 8 expected" in row["checks"][0]["message"]
+    row = node_health.run_checks(probe_for("local"), ["gpu_inventory"])["checks"][0]
+    assert row["status"] == "skip" and "no GPU expected on local" in row["message"]
 
 
 def test_old_layout_faults_get_their_remedy(probe_for, node_health, fixture_text):
@@ -213,7 +227,7 @@ def test_missing_libfabric_is_named(probe_for, node_health):
         ("lab", 1 * MIB, "fail"),
         ("p5.48xlarge", 8 * MIB, "fail"),
         ("p5.48xlarge", resource.RLIM_INFINITY, "pass"),
-        ("h200x1", 64 * 1024, "skip"),
+        ("local", 64 * 1024, "skip"),
     ],
 )
 def test_memlock(probe_for, node_health, instance_type, have, status):
@@ -281,21 +295,23 @@ def test_a_crashing_check_is_a_named_failure(probe_for, node_health, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- command line
-def run_cli(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+def run_cli(table_file, *args):
+    argv = [sys.executable, str(SCRIPT), "--table", str(table_file), *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
-def test_cli_bad_input_is_named():
-    done = run_cli("--instance-type", "p9.huge")
+def test_cli_bad_input_is_named(table_file):
+    done = run_cli(table_file, "--instance-type", "p9.huge")
     assert done.returncode == 2 and "--instance-type 'p9.huge'" in done.stderr
-    done = run_cli("--instance-type", "lab", "--checks", "memory,warp_drive")
+    done = run_cli(table_file, "--instance-type", "lab", "--checks", "memory,warp_drive")
     assert done.returncode == 2 and "--checks: unknown ['warp_drive']" in done.stderr
-    assert run_cli().returncode == 2
+    assert run_cli(table_file).returncode == 2
 
 
-def test_cli_json_on_this_host(tmp_path):
+def test_cli_json_on_this_host(tmp_path, table_file):
     out = tmp_path / "r.json"
     done = run_cli(
+        table_file,
         "--instance-type",
         "lab",
         "--checks",

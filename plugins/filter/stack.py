@@ -23,24 +23,19 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix im
     version_matches,
     versions,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import os_id
 
 # A dotted release and, right after it, a local build label (torch's "2.13.0+cpu"), kept: it says which build.
 _VERSION_RE = re.compile(r"\d+(?:\.\d+)+(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?")
-_OS_PREFIX = {"amazon": "amzn", "ubuntu": "ubuntu", "debian": "debian", "redhat": "rhel", "rocky": "rocky"}
 
 
 def stack_os_id(facts: dict[str, Any]) -> str:
-    """Stack OS id from Ansible facts: Ubuntu keeps 'major.minor' (22.04), others use the major version."""
-    distro = str(facts.get("distribution", "")).lower()
-    prefix = _OS_PREFIX.get(distro)
-    if prefix is None:
-        raise AnsibleFilterError(
-            f"stack_os_id: distribution '{facts.get('distribution')}' is not in any stack"
-        )
-    version = (
-        facts.get("distribution_version") if distro == "ubuntu" else facts.get("distribution_major_version")
-    )
-    return f"{prefix}-{version}"
+    """Stack OS id from Ansible facts (stack_resolver.os_id): Ubuntu keeps 'major.minor' (22.04), others use
+    the major version."""
+    try:
+        return os_id(facts)
+    except StackError as exc:
+        raise AnsibleFilterError(f"stack_os_id: {exc}") from exc
 
 
 def _guard(func: Any, *args: Any) -> Any:

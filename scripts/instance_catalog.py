@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     """Write the module, or with --check say whether it matches the YAML."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail when the generated module is stale")
+    parser.add_argument(
+        "--node-health",
+        metavar="PATH",
+        help="instead, write node_health.py's table (every type) to PATH, for running the script by hand",
+    )
     args = parser.parse_args(argv)
+    if args.node_health:
+        loader = _loader()
+        table = loader.load_file(str(SOURCE)).health_table()
+        text = json.dumps(table, indent=1, sort_keys=True) + "\n"
+        Path(args.node_health).write_text(text, encoding="utf-8")
+        return 0
     text = _render()
     current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
     if args.check:

@@ -1,5 +1,5 @@
 # Image factory: stacks, artifacts, Packer templates, local image. Included by the Makefile.
-STACK          ?= ts-2026.10
+STACK          ?= $(shell cat $(CURDIR)/stacks/current)
 IMAGE_FLAVOUR  ?= slurm-gpu
 IMAGE_OUT      ?= $(CURDIR)/build/image
 MIRROR_DIR     ?=
@@ -13,12 +13,12 @@ PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) 
 LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/trainstack-$(STACK)-$(IMAGE_FLAVOUR)-debian12.rootfs.tar
 
 .PHONY: check-stack mirror lint-packer image-local image-ami bench-image
-check-stack: setup ## check a stack against stacks/rules.yml (STACK=ts-2026.10)
-	$(BIN)/ansible-playbook playbooks/check_stack.yml -e image_stack_id=$(STACK)
+check-stack: setup ## check a stack against stacks/rules.yml (STACK=<id>, default stacks/current)
+	$(BIN)/ansible-playbook playbooks/check_stack.yml -e trainstack_stack=$(STACK)
 
 mirror: setup ## fetch STACK's artifacts into MIRROR_DIR (dir or s3://) and lock their sha256 in stacks/locks/
 	@test -n "$(MIRROR_DIR)" || { echo "mirror: MIRROR_DIR=<directory or s3://bucket/prefix> is required" >&2; exit 2; }
-	$(BIN)/ansible-playbook playbooks/mirror_stack.yml -e image_stack_id=$(STACK) -e mirror_dest=$(MIRROR_DIR) \
+	$(BIN)/ansible-playbook playbooks/mirror_stack.yml -e trainstack_stack=$(STACK) -e mirror_dest=$(MIRROR_DIR) \
 	  $(if $(MIRROR_SOURCE),-e mirror_source_url=$(MIRROR_SOURCE))
 
 lint-packer: setup ## packer fmt -check and packer validate of every build (Packer 1.6.6 and current)

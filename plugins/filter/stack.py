@@ -147,24 +147,46 @@ def stack_environment(
     return _guard(environment, stack, rules, os_id, arch, family or None)
 
 
+_IMAGE_ENTRY_KEYS = {"role", "components"}
+
+
+def _image_role_error(entry: Any, present: set[str], roles: set[str]) -> str | None:
+    """Why an image role entry cannot be applied at all (a typo must not build an image without the role)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("role"), str):
+        return f"each entry must be a mapping with a role name, got {entry!r}"
+    extra = sorted(set(entry) - _IMAGE_ENTRY_KEYS)
+    if extra:
+        return (
+            f"role {entry['role']}: unknown key {', '.join(extra)} (entries take role and components; every "
+            "role is applied through its install entry point)"
+        )
+    if entry["role"] not in roles:
+        return f"role {entry['role']} is not a role of this collection (roles: {', '.join(sorted(roles))})"
+    if f"{entry['role']}/tasks/install.yml" not in present:
+        return f"role {entry['role']} has no install entry point (roles/{entry['role']}/tasks/install.yml)"
+    return None
+
+
 def stack_image_roles(
     entries: list[dict[str, Any]], task_files: list[str], pinned: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Split a flavour's role list into what a build applies and what it skips, with the reason.
+    """Split a flavour's role list into what a build applies (through each role's install entry point) and
+    what it skips, with the reason.
 
-    A role is applied when its entry point exists (`<role>/tasks/<tasks_from>.yml`, so roles still being
-    written are skipped rather than breaking every build) and when the stack pins every component it installs
-    for this OS/arch (no NVIDIA driver on the Debian lab image, whose stack scope has none).
+    A role is skipped only when the stack leaves unpinned a component it installs for this OS/arch (no NVIDIA
+    driver on the Debian lab image). A role name that is not in the collection, or a role
+    without tasks/install.yml, is an error naming it: skipping it would build an image that silently lacks it.
     `task_files` are paths ending in '<role>/tasks/<file>.yml'.
     """
     present = {"/".join(path.split("/")[-3:]) for path in task_files}
+    roles = {path.split("/")[0] for path in present}
     apply, skipped = [], []
     for entry in entries:
-        entry_point = f"{entry['role']}/tasks/{entry.get('tasks_from', 'main')}.yml"
+        problem = _image_role_error(entry, present, roles)
+        if problem:
+            raise AnsibleFilterError(f"stack_image_roles: {problem}")
         unpinned = [c for c in entry.get("components", []) if c not in pinned]
-        if entry_point not in present:
-            skipped.append({**entry, "reason": f"{entry_point} not in this collection yet"})
-        elif unpinned:
+        if unpinned:
             skipped.append({**entry, "reason": f"stack pins no {', '.join(unpinned)} for this OS/arch"})
         else:
             apply.append(entry)

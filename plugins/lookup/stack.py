@@ -98,7 +98,6 @@ from ansible_collections.trainstack.cluster.plugins.module_utils import stack_re
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
     StackError,
     unverified_artifacts,
-    validate_stack,
     versions,
 )
 
@@ -122,7 +121,6 @@ class LookupModule(LookupBase):
     def _answer(self, part: str, terms: list[str], variables: Mapping[str, Any]) -> list[Any]:
         directory = sr.stacks_dir(self.get_option("stacks_dir"))
         stack = sr.load_stack(directory, self.get_option("stack"))
-        validate_stack(stack)
         stack_id = str(stack["id"])
         simple: dict[str, Callable[[], Any]] = {
             "id": lambda: stack_id,

@@ -22,6 +22,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch 
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
     StackError,
     resolve,
+    validate_stack,
 )
 
 # The collection root holds stacks/ (plugins/module_utils/<this file> -> two levels up).
@@ -83,15 +84,18 @@ def stack_path(directory: Path, stack_id: str) -> Path:
 
 
 def load_stack(directory: Path, stack: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The stack document: a parsed mapping passes through (a scenario that widens a shipped stack), an id or
-    nothing (the current stack) is read from the directory."""
+    """The validated stack document: a parsed mapping passes through (a scenario that widens a shipped stack),
+    an id or nothing (the current stack) is read from the directory. Errors name the file and the key."""
     if isinstance(stack, Mapping):
+        validate_stack(stack)
         return dict(stack)
     stack_id = str(stack) if stack else current_stack_id(directory)
     path = stack_path(directory, stack_id)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or str(data.get("id")) != stack_id:
-        raise StackError(f"{path}: its id must be '{stack_id}' (the file name), found {data.get('id')!r}")
+        found = data.get("id") if isinstance(data, dict) else None
+        raise StackError(f"{path}: its id must be '{stack_id}' (the file name), found {found!r}")
+    validate_stack(data, str(path))
     return data
 
 

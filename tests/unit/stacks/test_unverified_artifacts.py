@@ -59,7 +59,7 @@ def test_image_json_records_the_unverified_artifacts(tmp_path, current_stack):
                             "ansible.builtin.include_role": {"name": "trainstack.cluster.image_manifest"},
                             "vars": {
                                 "image_manifest_path": str(manifest),
-                                "image_manifest_stack_id": current_stack["id"],
+                                "trainstack_stack": current_stack["id"],
                                 "image_manifest_flavour": "base-gpu",
                                 "image_manifest_pinned": {},
                                 "image_manifest_unverified": unverified,

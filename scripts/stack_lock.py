@@ -7,7 +7,7 @@ and size of every file on files.pythonhosted.org (over HTTPS, the index pip itse
 and a local copy of the very file (a wheelhouse such as the lab's /opt/wheels), hashed here. Each lock entry
 says which one it came from (`evidence`). A digest that disagrees with the stack's own is an error.
 
-    .venv/bin/python scripts/stack_lock.py stacks/ts-2026.10.yml --local /opt/wheels
+    .venv/bin/python scripts/stack_lock.py stacks/$(cat stacks/current).yml --local /opt/wheels
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def build(label: str, stack: str, flavour: str, out: Path, cache: Path) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--stack", default="ts-2026.10")
+    parser.add_argument("--stack", default=(REPO / "stacks" / "current").read_text().strip())
     parser.add_argument("--flavour", default="slurm-gpu")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     args = parser.parse_args(argv)

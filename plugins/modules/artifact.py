@@ -84,7 +84,7 @@ EXAMPLES = r"""
     url: https://efa-installer.amazonaws.com/aws-efa-installer-1.50.0.tar.gz
     sha256: "{{ artifact.sha256 }}"
     dest: /var/cache/trainstack/aws-efa-installer-1.50.0.tar.gz
-    mirror_url: http://10.77.0.1:8080/ts-2026.10
+    mirror_url: "http://10.77.0.1:8080/{{ lookup('trainstack.cluster.stack', part='id') }}"
 """
 
 RETURN = r"""

@@ -53,8 +53,8 @@ options:
 EXAMPLES = r"""
 - name: Check the stack before building
   trainstack.cluster.stack_check:
-    stack: "{{ lookup('ansible.builtin.file', 'stacks/ts-2026.10.yml') | from_yaml }}"
-    rules: "{{ (lookup('ansible.builtin.file', 'stacks/rules.yml') | from_yaml).rules }}"
+    stack: "{{ lookup('trainstack.cluster.stack', part='document') }}"
+    rules: "{{ lookup('trainstack.cluster.stack', part='rules') }}"
     os: ubuntu-24.04
     arch: x86_64
 """

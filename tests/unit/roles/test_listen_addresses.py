@@ -189,7 +189,7 @@ def test_dcgm_exporter_binds_a_given_address():
 @pytest.mark.parametrize("address", ["0.0.0.0", "::", "*"])
 def test_dcgm_refuses_a_wildcard(address):
     templ = templar("dcgm", "debian-12", dcgm_exporter_listen_address=address, dcgm_version="4.7.0")
-    message = assert_failure(templ, "dcgm", "main.yml", "Check the DCGM settings")
+    message = assert_failure(templ, "dcgm", "install.yml", "Check the DCGM settings")
     assert message is not None and "dcgm_exporter_listen_address" in message
 
 
@@ -197,7 +197,7 @@ def test_dcgm_accepts_the_default():
     templ = templar(
         "dcgm", "debian-12", dcgm_version="4.7.0", dcgm_packages=["datacenter-gpu-manager-4-cuda13"]
     )
-    assert assert_failure(templ, "dcgm", "main.yml", "Check the DCGM settings") is None
+    assert assert_failure(templ, "dcgm", "install.yml", "Check the DCGM settings") is None
 
 
 # ------------------------------------------------------------------------------------------------ docs

@@ -1,43 +1,54 @@
-# One build per flavour; `packer build -only 'slurm-gpu.*' packer/` builds one flavour (README.md).
+# One build per flavour; `packer build -only 'slurm-gpu.*' packer/` builds one flavour (README.md), and
+# `-only 'slurm-gpu.amazon-ebs.ubuntu2404-x86_64'` one image of it.
+
+locals {
+  # Which base AMIs (sources.amazon.pkr.hcl) each flavour is built on, for every architecture.
+  amazon_flavour_bases = {
+    base-gpu     = ["ubuntu2204", "ubuntu2404", "al2023"]
+    slurm-gpu    = ["ubuntu2204", "ubuntu2404", "al2023"]
+    pcluster-gpu = ["pcluster-ubuntu2204", "pcluster-ubuntu2404", "pcluster-al2023"]
+    eks-gpu      = ["eks-al2023"]
+  }
+
+  # flavour -> "<base>-<arch>" -> the source settings of local.amazon_sources plus the AMI's name and tags.
+  amazon_images = {
+    for flavour, bases in local.amazon_flavour_bases : flavour => {
+      for name, src in local.amazon_sources : name => merge(src, {
+        ami_name        = "trainstack-${var.stack_id}-${flavour}-${name}-${local.timestamp}"
+        ami_description = "trainstack ${flavour} image, stack ${var.stack_id}, revision ${var.source_revision}"
+        tags = merge(local.common_tags, {
+          "trainstack:flavour" = flavour
+          "trainstack:source"  = name
+          Name                 = "trainstack-${flavour}-${name}"
+        })
+      }) if contains(bases, src.base)
+    }
+  }
+}
 
 # Driver, CUDA, NCCL, EFA, aws-ofi-nccl, GDRCopy on stock Ubuntu / Amazon Linux.
 build {
   name = "base-gpu"
 
-  source "amazon-ebs.ubuntu2204-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-ubuntu2204-x86_64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "ubuntu2204-x86_64", Name = "trainstack-base-gpu-ubuntu2204-x86_64" })
-  }
+  # One image per entry of local.amazon_images["base-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["base-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
 
-  source "amazon-ebs.ubuntu2204-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-ubuntu2204-arm64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "ubuntu2204-arm64", Name = "trainstack-base-gpu-ubuntu2204-arm64" })
-  }
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
 
-  source "amazon-ebs.ubuntu2404-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-ubuntu2404-x86_64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "ubuntu2404-x86_64", Name = "trainstack-base-gpu-ubuntu2404-x86_64" })
-  }
-
-  source "amazon-ebs.ubuntu2404-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-ubuntu2404-arm64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "ubuntu2404-arm64", Name = "trainstack-base-gpu-ubuntu2404-arm64" })
-  }
-
-  source "amazon-ebs.al2023-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-al2023-x86_64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "al2023-x86_64", Name = "trainstack-base-gpu-al2023-x86_64" })
-  }
-
-  source "amazon-ebs.al2023-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-base-gpu-al2023-arm64-${local.timestamp}"
-    ami_description = "trainstack base-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "base-gpu", "trainstack:source" = "al2023-arm64", Name = "trainstack-base-gpu-al2023-arm64" })
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
   }
 
   # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
@@ -70,40 +81,25 @@ build {
 build {
   name = "slurm-gpu"
 
-  source "amazon-ebs.ubuntu2204-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-ubuntu2204-x86_64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "ubuntu2204-x86_64", Name = "trainstack-slurm-gpu-ubuntu2204-x86_64" })
-  }
+  # One image per entry of local.amazon_images["slurm-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["slurm-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
 
-  source "amazon-ebs.ubuntu2204-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-ubuntu2204-arm64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "ubuntu2204-arm64", Name = "trainstack-slurm-gpu-ubuntu2204-arm64" })
-  }
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
 
-  source "amazon-ebs.ubuntu2404-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-ubuntu2404-x86_64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "ubuntu2404-x86_64", Name = "trainstack-slurm-gpu-ubuntu2404-x86_64" })
-  }
-
-  source "amazon-ebs.ubuntu2404-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-ubuntu2404-arm64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "ubuntu2404-arm64", Name = "trainstack-slurm-gpu-ubuntu2404-arm64" })
-  }
-
-  source "amazon-ebs.al2023-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-al2023-x86_64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "al2023-x86_64", Name = "trainstack-slurm-gpu-al2023-x86_64" })
-  }
-
-  source "amazon-ebs.al2023-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-slurm-gpu-al2023-arm64-${local.timestamp}"
-    ami_description = "trainstack slurm-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "slurm-gpu", "trainstack:source" = "al2023-arm64", Name = "trainstack-slurm-gpu-al2023-arm64" })
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
   }
 
   # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
@@ -136,40 +132,25 @@ build {
 build {
   name = "pcluster-gpu"
 
-  source "amazon-ebs.pcluster-ubuntu2204-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-ubuntu2204-x86_64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-ubuntu2204-x86_64", Name = "trainstack-pcluster-gpu-pcluster-ubuntu2204-x86_64" })
-  }
+  # One image per entry of local.amazon_images["pcluster-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["pcluster-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
 
-  source "amazon-ebs.pcluster-ubuntu2204-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-ubuntu2204-arm64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-ubuntu2204-arm64", Name = "trainstack-pcluster-gpu-pcluster-ubuntu2204-arm64" })
-  }
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
 
-  source "amazon-ebs.pcluster-ubuntu2404-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-ubuntu2404-x86_64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-ubuntu2404-x86_64", Name = "trainstack-pcluster-gpu-pcluster-ubuntu2404-x86_64" })
-  }
-
-  source "amazon-ebs.pcluster-ubuntu2404-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-ubuntu2404-arm64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-ubuntu2404-arm64", Name = "trainstack-pcluster-gpu-pcluster-ubuntu2404-arm64" })
-  }
-
-  source "amazon-ebs.pcluster-al2023-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-al2023-x86_64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-al2023-x86_64", Name = "trainstack-pcluster-gpu-pcluster-al2023-x86_64" })
-  }
-
-  source "amazon-ebs.pcluster-al2023-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-pcluster-gpu-pcluster-al2023-arm64-${local.timestamp}"
-    ami_description = "trainstack pcluster-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "pcluster-gpu", "trainstack:source" = "pcluster-al2023-arm64", Name = "trainstack-pcluster-gpu-pcluster-al2023-arm64" })
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
   }
 
   # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
@@ -202,16 +183,25 @@ build {
 build {
   name = "eks-gpu"
 
-  source "amazon-ebs.eks-al2023-x86_64" {
-    ami_name        = "trainstack-${var.stack_id}-eks-gpu-eks-al2023-x86_64-${local.timestamp}"
-    ami_description = "trainstack eks-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "eks-gpu", "trainstack:source" = "eks-al2023-x86_64", Name = "trainstack-eks-gpu-eks-al2023-x86_64" })
-  }
+  # One image per entry of local.amazon_images["eks-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["eks-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
 
-  source "amazon-ebs.eks-al2023-arm64" {
-    ami_name        = "trainstack-${var.stack_id}-eks-gpu-eks-al2023-arm64-${local.timestamp}"
-    ami_description = "trainstack eks-gpu image, stack ${var.stack_id}, revision ${var.source_revision}"
-    tags            = merge(local.common_tags, { "trainstack:flavour" = "eks-gpu", "trainstack:source" = "eks-al2023-arm64", Name = "trainstack-eks-gpu-eks-al2023-arm64" })
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
+
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
   }
 
   # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.

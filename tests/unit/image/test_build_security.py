@@ -19,6 +19,8 @@ import hcl2
 import pytest
 import yaml
 
+from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
+
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
 FLAVOURS = ("base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu")
@@ -73,6 +75,20 @@ def test_every_source_encrypts_with_the_kms_key_variable(sources):
         assert src["region_kms_key_ids"] == "${var.ami_copy_kms_key_ids}", name
         (bdm,) = src["launch_block_device_mappings"]
         assert bdm["encrypted"] is True and bdm["kms_key_id"] == "${var.kms_key_id}", name
+
+
+def test_every_image_gets_the_key_and_ssh_limits_as_packer_evaluates_them():
+    """The family sources carry these settings; every image built from them must end up with the values."""
+    if shutil.which("packer") is None:
+        pytest.skip("packer is not installed (make host-deps)")
+    images = effective_builds()["images"]
+    assert len(images) == 20
+    for name, image in images.items():
+        assert image["kms_key_id"] == PROBE_VARS["kms_key_id"], name
+        assert image["launch_block_device_mappings[0]"]["kms_key_id"] == PROBE_VARS["kms_key_id"], name
+        assert image["region_kms_key_ids"] == {"eu-copy-1": "alias/copy"}, name
+        assert image["temporary_security_group_source_cidrs"] == ["198.51.100.7/32"], name
+        assert image["ssh_interface"] == PROBE_VARS["ssh_interface"], name
 
 
 def test_kms_variables_default_to_the_accounts_ebs_key(variables):

@@ -1,18 +1,23 @@
-"""The Packer templates' variables and per-build settings, parsed with python-hcl2 (no AWS, no Packer run).
+"""The Packer templates' variables and per-build settings, parsed with python-hcl2 and evaluated by Packer.
 
 `make lint-packer` proves Packer 1.6.6 accepts the templates; these tests pin what the image factory promises:
 encrypted gp3 roots sized by a variable, AMI names carrying the stack id and a timestamp, tags, region copies,
-both architectures, and defaults that follow the current stack.
+both architectures, and defaults that follow the current stack. Per-image settings come from tables expanded
+by `dynamic "source"` blocks, so they are checked as `packer console` evaluates them (packer_effective.py).
 """
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import hcl2
 import pytest
 import yaml
 
+from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
+
+HERE = Path(__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
 FLAVOURS = {"base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu"}
@@ -44,6 +49,19 @@ def sources():
 
 
 @pytest.fixture(scope="module")
+def effective():
+    if shutil.which("packer") is None:
+        pytest.skip("packer is not installed (make host-deps)")
+    return effective_builds()
+
+
+@pytest.fixture(scope="module")
+def images(effective):
+    """Images by `<build>.amazon-ebs.<source>`, settings as Packer evaluates them with PROBE_VARS."""
+    return effective["images"]
+
+
+@pytest.fixture(scope="module")
 def builds():
     return {
         unquote(b["name"]): b for b in load("builds.amazon.pkr.hcl")["build"] + load("local.pkr.hcl")["build"]
@@ -67,26 +85,50 @@ def test_no_required_plugins_block_anywhere():
         assert "required_plugins" not in path.read_text(), path
 
 
-def test_every_amazon_source_has_an_encrypted_gp3_root_sized_by_variable(sources):
-    assert len(sources) == 14
-    for name, src in sources.items():
-        assert src["encrypt_boot"] is True, name
-        (bdm,) = src["launch_block_device_mappings"]
+def test_one_amazon_source_per_os_family(sources):
+    """Images are table entries (locals) expanded by `dynamic "source"`, not a copied source each."""
+    assert set(sources) == {"ubuntu", "al2023"}
+    for family, src in sources.items():
+        assert src["ssh_username"] == f"${{local.amazon_families.{family}.ssh_username}}", family
+        for per_image in ("instance_type", "source_ami_filter", "ami_name", "tags"):
+            assert per_image not in src, f"{family}: {per_image} belongs to the image (builds.amazon.pkr.hcl)"
+
+
+def test_effective_builds_match_the_record(effective):
+    """Every build, evaluated by Packer, is what tests/unit/image/amazon_builds.json records.
+
+    After an intended change of the builds, record it again (see packer_effective.py) and review the diff.
+    """
+    recorded = json.loads((HERE / "amazon_builds.json").read_text())
+    assert sorted(effective["images"]) == sorted(recorded["images"])
+    for name, settings in recorded["images"].items():
+        assert effective["images"][name] == settings, name
+    assert effective["steps"] == recorded["steps"]
+
+
+def test_every_amazon_image_has_an_encrypted_gp3_root_sized_by_variable(images):
+    assert len(images) == 20
+    for name, image in images.items():
+        assert image["encrypt_boot"] is True, name
+        bdm = image["launch_block_device_mappings[0]"]
+        assert "launch_block_device_mappings[1]" not in image, name
         assert bdm["volume_type"] == "gp3", name
         assert bdm["encrypted"] is True and bdm["delete_on_termination"] is True, name
-        assert bdm["volume_size"] == "${var.root_volume_gb}", name
-        assert src["ami_regions"] == "${var.ami_copy_regions}", name
-        assert src["run_tags"] == "${local.common_tags}", name
-        assert "ami_name" not in src, f"{name}: ami_name belongs to the build (it carries the flavour)"
+        assert bdm["volume_size"] == int(PROBE_VARS["root_volume_gb"]), name
+        assert image["ami_regions"] == ["eu-copy-1", "eu-copy-2"], name
+        assert image["run_tags"]["trainstack:stack"] == PROBE_VARS["stack_id"], name
 
 
-def test_root_device_names_follow_the_os(sources):
-    for name, src in sources.items():
-        device = src["launch_block_device_mappings"][0]["device_name"]
-        assert device == ("/dev/sda1" if "ubuntu" in name else "/dev/xvda"), name
+def test_root_device_and_user_follow_the_os(images):
+    for name, image in images.items():
+        ubuntu = "ubuntu" in name.rsplit(".", 1)[1]
+        device = image["launch_block_device_mappings[0]"]["device_name"]
+        assert device == ("/dev/sda1" if ubuntu else "/dev/xvda"), name
+        assert image["ssh_username"] == ("ubuntu" if ubuntu else "ec2-user"), name
 
 
-def test_both_architectures_for_every_base(sources):
+def test_both_architectures_for_every_base(images):
+    sources = {name.split(".", 2)[2]: image for name, image in images.items()}
     bases = {name.rsplit("-", 1)[0] for name in sources}
     assert bases == {
         "ubuntu2204",
@@ -99,41 +141,43 @@ def test_both_architectures_for_every_base(sources):
     }
     for base in bases:
         for arch in ("x86_64", "arm64"):
-            src = sources[f"{base}-{arch}"]
-            assert src["source_ami_filter"][0]["filters"]["architecture"] == arch
-            assert src["instance_type"] == f"${{var.instance_type_{arch}}}"
+            image = sources[f"{base}-{arch}"]
+            assert image["source_ami_filter[0]"]["filters"]["architecture"] == arch
+            assert image["instance_type"] == PROBE_VARS[f"instance_type_{arch}"]
 
 
-def test_source_ami_filters_name_the_expected_images(sources):
-    filters = {n: s["source_ami_filter"][0]["filters"]["name"] for n, s in sources.items()}
+def test_source_ami_filters_name_the_expected_images(images):
+    filters = {n.split(".", 2)[2]: i["source_ami_filter[0]"]["filters"]["name"] for n, i in images.items()}
+    owners = {n.split(".", 2)[2]: i["source_ami_filter[0]"]["owners"] for n, i in images.items()}
     assert "jammy-22.04-amd64" in filters["ubuntu2204-x86_64"]
     assert "noble-24.04-arm64" in filters["ubuntu2404-arm64"]
     assert filters["al2023-arm64"].endswith("-arm64")
-    assert filters["pcluster-al2023-x86_64"].startswith("${local.pcluster_prefix}-amzn2023")
-    assert "${var.eks_kubernetes_version}" in filters["eks-al2023-x86_64"]
+    assert filters["pcluster-al2023-x86_64"].startswith("aws-parallelcluster-9.9.9-amzn2023")
+    assert "-nvidia-1.99-" in filters["eks-al2023-x86_64"]
+    assert owners["ubuntu2404-x86_64"] == ["099720109477"] and owners["al2023-arm64"] == ["amazon"]
+    assert owners["pcluster-ubuntu2204-arm64"] == ["247102896272"]
+    assert owners["eks-al2023-arm64"] == ["602401143452"]
 
 
 def test_builds_are_the_flavours_plus_local(builds):
     assert set(builds) == FLAVOURS | {"local"}
 
 
-def test_every_flavour_build_names_and_tags_its_amis(builds, sources):
-    covered = set()
+def test_every_flavour_build_names_and_tags_its_amis(images, builds):
+    per_flavour = {flavour: set() for flavour in FLAVOURS}
+    for name, image in images.items():
+        flavour, _, source = name.split(".", 2)
+        per_flavour[flavour].add(source)
+        assert image["ami_name"] == f"trainstack-ts-probe-{flavour}-{source}-<timestamp>", name
+        assert image["tags"]["trainstack:flavour"] == flavour and image["tags"]["Name"].endswith(source)
+    assert per_flavour["base-gpu"] == per_flavour["slurm-gpu"] and len(per_flavour["base-gpu"]) == 6
+    assert {s.split("-")[0] for s in per_flavour["pcluster-gpu"]} == {"pcluster"}
+    assert per_flavour["eks-gpu"] == {"eks-al2023-x86_64", "eks-al2023-arm64"}
     for flavour in FLAVOURS:
-        for block in builds[flavour]["source"]:
-            for ref, override in block.items():
-                source = ref.split(".", 1)[1]
-                covered.add(source)
-                assert source in sources
-                name = override["ami_name"]
-                assert name.startswith(f"trainstack-${{var.stack_id}}-{flavour}-{source}-")
-                assert name.endswith("${local.timestamp}")
-                assert f'"trainstack:flavour" = "{flavour}"' in override["tags"]
         (prov,) = [p for p in builds[flavour]["provisioner"] if "ansible" in p]
         args = prov["ansible"]["extra_arguments"]
         assert f"image_flavour={flavour}" in args
         assert prov["ansible"]["playbook_file"].endswith("/playbooks/build_image.yml")
-    assert covered == set(sources), "every source is built by some flavour"
 
 
 def test_every_build_runs_the_same_playbook(builds):

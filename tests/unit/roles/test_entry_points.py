@@ -37,7 +37,12 @@ ACTIONS = {
     "slurm_accounting": {"validate", "register"},
 }
 ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-INCLUDE_KEYS = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks", "import_tasks", "include_tasks")
+INCLUDE_KEYS = (
+    "ansible.builtin.import_tasks",
+    "ansible.builtin.include_tasks",
+    "import_tasks",
+    "include_tasks",
+)
 
 
 def entry_points(role: Path) -> set[str]:
@@ -87,7 +92,9 @@ def entry_point_problems(role: Path) -> list[str]:
     declared = entry_points(role)
     files = {p.stem for p in (role / "tasks").glob("*.yml")}
     allowed = VOCABULARY | ACTIONS.get(role.name, set())
-    problems = [f"entry point {e} is not in the vocabulary {sorted(allowed)}" for e in sorted(declared - allowed)]
+    problems = [
+        f"entry point {e} is not in the vocabulary {sorted(allowed)}" for e in sorted(declared - allowed)
+    ]
     problems += [f"entry point {e} has no tasks/{e}.yml" for e in sorted(declared - files)]
     if "main" not in declared:
         problems.append("declares no main entry point")
@@ -103,7 +110,9 @@ def entry_point_problems(role: Path) -> list[str]:
     ]
     if {"install", "configure"} <= declared:
         imports = top_level_imports(role / "tasks" / "main.yml")
-        problems += [f"main.yml does not import {f}" for f in ("install.yml", "configure.yml") if f not in imports]
+        problems += [
+            f"main.yml does not import {f}" for f in ("install.yml", "configure.yml") if f not in imports
+        ]
     return problems
 
 
@@ -128,11 +137,12 @@ def _flatten(entries: list) -> list[dict]:
 
 
 def _callers() -> list[tuple[str, str, str]]:
-    """(file, role, tasks_from) of every include_role/import_role with tasks_from in playbooks/ and molecule/."""
+    """(file, role, tasks_from) of every role call naming tasks_from in playbooks/ and molecule/."""
     found = []
     for path in [*(REPO / "playbooks").rglob("*.yml"), *(REPO / "molecule").rglob("*.yml")]:
         for match in re.finditer(
-            r"name: \"?trainstack\.cluster\.(\w+)\"?\n(?:\s+\w+:.*\n)*?\s+tasks_from: \"?([\w.{}' |()-]+?)\"?\n",
+            r"name: \"?trainstack\.cluster\.(\w+)\"?\n(?:\s+\w+:.*\n)*?"
+            r"\s+tasks_from: \"?([\w.{}' |()-]+?)\"?\n",
             path.read_text(),
         ):
             found.append((str(path.relative_to(REPO)), match.group(1), match.group(2)))
@@ -150,7 +160,9 @@ def test_the_rule_catches_a_helper_nobody_includes(tmp_path: Path) -> None:
     role = tmp_path / "demo"
     (role / "tasks").mkdir(parents=True)
     (role / "meta").mkdir()
-    specs = {"argument_specs": {e: {"short_description": e} for e in ("main", "install", "configure", "boot")}}
+    specs = {
+        "argument_specs": {e: {"short_description": e} for e in ("main", "install", "configure", "boot")}
+    }
     (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(specs))
     for name in ("install", "configure", "boot", "orphan", "verify"):
         (role / "tasks" / f"{name}.yml").write_text("---\n- name: x\n  ansible.builtin.debug:\n")

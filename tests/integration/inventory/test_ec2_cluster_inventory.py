@@ -132,7 +132,7 @@ def test_parallelcluster_host_variables_are_exact(runner, fleet):
 
 
 def test_gpu_facts_come_from_describe_instance_types(runner, fleet):
-    """g5.xlarge is not in the built-in table, so its A10G facts can only have come from the API."""
+    """g5.xlarge is not in the instance catalog, so its A10G facts can only have come from the API."""
     hostvars = runner.listing(ALL_KINDS)["_meta"]["hostvars"]
     g5 = hostvars[fleet.dns("fleet-x/compute")[0]]
     assert (g5["ec2_gpu_count"], g5["ec2_gpu_model"], g5["ec2_gpu_memory_mib"], g5["ec2_efa_interfaces"]) == (

@@ -319,7 +319,8 @@ def test_catalog_covers_the_training_types():
     for name in ("p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"):
         facts = model.catalog_type_facts(name)
         assert facts is not None and facts.gpu_count == 8 and facts.source == "catalog"
-    assert model.catalog_type_facts("ml.p6-b300.48xlarge") == model.TypeFacts(8, "B300", 274658, 16, "catalog")
+    b300 = model.catalog_type_facts("ml.p6-b300.48xlarge")
+    assert b300 == model.TypeFacts(8, "B300", 274658, 16, "catalog")
     assert model.catalog_type_facts("trn2.48xlarge") == model.TypeFacts(0, None, None, 16, "catalog")
 
 

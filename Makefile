@@ -16,9 +16,18 @@ LAB_NODES   ?= 3
 LAB_BASE_IMAGE ?=
 PYTEST_ARGS ?=
 
-# Each area adds to these in its mk/*.mk: molecule scenarios and lint steps run by make test.
-MOLECULE_SCENARIOS := base slurm_cluster
+# Lint steps run by make test; each area adds to it in its mk/*.mk.
 LINT_TARGETS := sanity lint-packer
+# The molecule scenarios are listed once, in molecule/scenarios.yml: $(call scenarios,--suite test) names those of
+# make test, in order; --suite slow those of make test-slow; add --component <area> for one area's. Expanded
+# when a recipe runs, after `setup` has made the virtualenv that reads the file.
+scenarios = $(shell $(PY) $(CURDIR)/scripts/molecule_scenarios.py $(1))
+MOLECULE_SCENARIOS = $(call scenarios,--suite test)
+SLOW_MOLECULE_SCENARIOS = $(call scenarios,--suite slow)
+# $(call molecule_each,<scenarios>): molecule test of each in turn, stopping at the first that fails.
+molecule_each = for s in $(1); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s "$$s" || exit 1; done
+# Unit tests that share a process with Ansible (the test cases' torch.compile cannot; make unit runs them apart).
+ANSIBLE_UNIT_TESTS := tests/unit --ignore=tests/unit/testcases
 -include mk/*.mk
 
 .PHONY: help
@@ -78,7 +87,7 @@ lint: setup $(LINT_TARGETS) ## ansible-lint (production), yamllint, ruff, syntax
 
 unit: setup ## unit tests (no containers)
 	@# The test cases run torch.compile, which cannot share a process with Ansible (it patches sys.intern).
-	$(BIN)/pytest tests/unit --ignore=tests/unit/testcases $(PYTEST_ARGS)
+	$(BIN)/pytest $(ANSIBLE_UNIT_TESTS) $(PYTEST_ARGS)
 	$(BIN)/pytest tests/unit/testcases $(PYTEST_ARGS)
 
 molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
@@ -94,8 +103,12 @@ integration: setup ## integration tests (lab, moto, packer)
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
 	@MAKE="$(MAKE)" scripts/run-stages.sh setup wheelhouse lint unit molecule integration
 
-test-slow: setup ## slow suites kept out of make test
+test-slow: setup molecule-slow ## slow suites kept out of make test
 	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)
+
+.PHONY: molecule-slow
+molecule-slow: setup ## slow molecule scenarios (molecule/scenarios.yml, suite slow), one after another
+	@$(call molecule_each,$(SLOW_MOLECULE_SCENARIOS))
 
 # ---------------------------------------------------------------- demo
 .PHONY: demo

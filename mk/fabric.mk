@@ -1,12 +1,10 @@
 # AWS fabric and storage roles. Included by the Makefile.
-MOLECULE_SCENARIOS += fabric
 FABRIC_MIRROR_DIR ?= /var/cache/trainstack/fabric-mirror
 
 .PHONY: test-fabric fabric-mirror-up fabric-mirror-down
-test-fabric: setup ## fabric/storage roles: unit tests, host loop-device test, molecule scenario
-	$(BIN)/pytest tests/unit/roles/test_fabric_roles.py tests/unit/roles/test_fabric_env.py \
-	  tests/unit/roles/test_fabric_nvme_scratch.py tests/integration/fabric $(PYTEST_ARGS)
-	$(BIN)/molecule test -s fabric
+test-fabric: setup ## fabric/storage roles: unit tests, host loop-device test (marker fabric), molecule scenario
+	$(BIN)/pytest $(ANSIBLE_UNIT_TESTS) tests/integration -m fabric $(PYTEST_ARGS)
+	@$(call molecule_each,$(call scenarios,--suite test --component fabric))
 
 fabric-mirror-up: setup ## serve the fabric roles' stand-in mirror on the lab bridge (10.77.0.1:8671)
 	$(PY) tests/integration/fabric/mirror.py up --dir $(FABRIC_MIRROR_DIR) --stack stacks/$(STACK).yml

@@ -34,6 +34,3 @@ image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slu
 
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
 	$(PY) bench/image_build/bench_image_build.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
-
-# roles/image_manifest + roles/image_selfcheck on one lab container (idempotence + testinfra verifier).
-MOLECULE_SCENARIOS += image

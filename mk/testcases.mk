@@ -17,6 +17,3 @@ testcase-nccl: setup ## run nccl/collectives on 2 local CPU processes (gloo), up
 
 bench-train-throughput: setup ## HF eager/FSDP2/compile vs ours on one GPU (needs CUDA; JSON in bench/results/)
 	$(PY) bench/train_throughput.py --profile --output bench/results/train_throughput_llama3_2_1b.json
-
-# roles/pytorch (the framework of the images and the lab): wheelhouse and artifact-mirror installs on two nodes.
-MOLECULE_SCENARIOS += pytorch

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run molecule scenarios side by side (MOLECULE_JOBS at a time, default 3), one log each, and report.
 # Scenarios can share the host because each has its own node names and address block
-# (molecule/shared/vars/addresses.yml); the lab's bridge, proxy, base image and key exist before they start.
+# (molecule/scenarios.yml); the lab's bridge, proxy, base image and key exist before they start.
 set -uo pipefail
 jobs=${MOLECULE_JOBS:-3}
 logs=${MOLECULE_LOGS:-.cache/molecule-logs}

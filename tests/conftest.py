@@ -1,4 +1,4 @@
-"""Session-wide fixtures; the helpers they use live in tests/support.py."""
+"""Session-wide fixtures and the component markers; the helpers they use live in tests/support.py."""
 
 from __future__ import annotations
 
@@ -6,6 +6,21 @@ import os
 import shutil
 
 import pytest
+
+from tests.support import ROLE_COMPONENT, markers_for_test_file
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare one marker per role (the component markers are declared in pyproject.toml)."""
+    for role, component in sorted(ROLE_COMPONENT.items()):
+        config.addinivalue_line("markers", f"role_{role}: tests of roles/{role} (component {component})")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its file's component and role, so that make targets select with -m, not paths."""
+    for item in items:
+        for name in markers_for_test_file(item.path):
+            item.add_marker(getattr(pytest.mark, name))
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,10 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ansible.template import Templar
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -146,3 +150,190 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         yield f"http://127.0.0.1:{server.server_address[1]}", requests
     finally:
         server.shutdown()
+
+
+# Test components: `make test-<component>` selects its tests with `pytest -m <component>`. A role's tests are
+# tests/unit/roles/test_<role>.py (or test_<role>_<aspect>.py): they get the marker role_<role> and their
+# role's component. Other tests get the component their directory is named for (DIRECTORY_COMPONENTS).
+# Every role is in exactly one component (a unit test checks), so a new role's tests are selected at once.
+COMPONENT_ROLES: dict[str, tuple[str, ...]] = {
+    "foundation": ("artifact", "base", "lab"),
+    "slurm": ("munge", "slurm", "slurm_accounting"),
+    "nvidia": ("container_runtime", "cuda", "dcgm", "gdrcopy", "nccl", "nvidia_driver"),
+    "fabric": ("aws_ofi_nccl", "efa", "enroot_pyxis", "lustre_client", "nccl_tests", "nvme_scratch"),
+    "image": ("image_manifest", "image_prepare", "image_selfcheck", "pytorch"),
+    "validation": ("monitoring", "node_health"),
+    "launch": ("training_job",),
+}
+ROLE_COMPONENT = {role: component for component, roles in COMPONENT_ROLES.items() for role in roles}
+# Directories below tests/ (as posix paths) whose tests all belong to one component.
+DIRECTORY_COMPONENTS = {
+    "unit/image": "image",
+    "unit/validation": "validation",
+    "unit/plugins/inventory": "inventory",
+    "unit/stacks": "stacks",
+    "unit/testcases": "testcases",
+    "gpu": "testcases",
+    **{f"integration/{name}": name for name in (*COMPONENT_ROLES, "inventory")},
+}
+
+
+def role_of_test_file(path: Path) -> str | None:
+    """The role a file under tests/unit/roles is named for (the longest role name that fits), if any."""
+    if path.parent != REPO / "tests" / "unit" / "roles":
+        return None
+    stem = path.stem.removeprefix("test_")
+    fitting = [role for role in ROLE_COMPONENT if stem == role or stem.startswith(f"{role}_")]
+    return max(fitting, key=len, default=None)
+
+
+def markers_for_test_file(path: Path) -> list[str]:
+    """The component and role markers a test file gets from where it is and what it is named."""
+    role = role_of_test_file(path)
+    if role is not None:
+        return [ROLE_COMPONENT[role], f"role_{role}"]
+    relative = path.relative_to(REPO / "tests").as_posix()
+    return [
+        component
+        for directory, component in DIRECTORY_COMPONENTS.items()
+        if relative.startswith(f"{directory}/")
+    ][:1]
+
+
+# ------------------------------------------------------------------ role variables, rendered in process
+# Only Debian 12 runs in the lab, so the other systems' paths are checked by what a role resolves for their
+# facts: the role's own data (defaults, vars/main.yml, the vars file its first_found list picks, the set_fact
+# of tasks/os_vars.yml, the asserts of tasks/validate.yml) rendered with Ansible's templar, in process (a
+# playbook per case costs seconds). The test directory's conftest has pointed the plugin loader here first.
+CURRENT_STACK_FILE = REPO / "stacks" / "ts-2026.10.yml"
+# (distribution, version, major version, family, architecture) of the systems the roles support.
+OS_FACTS = {
+    "ubuntu2204": ("Ubuntu", "22.04", "22", "Debian", "x86_64"),
+    "ubuntu2404": ("Ubuntu", "24.04", "24", "Debian", "x86_64"),
+    "ubuntu2404arm": ("Ubuntu", "24.04", "24", "Debian", "aarch64"),
+    "debian12": ("Debian", "12.12", "12", "Debian", "x86_64"),
+    "al2023": ("Amazon", "2023", "2023", "RedHat", "x86_64"),
+}
+
+
+def current_stack() -> dict:
+    """The stack the roles are tested against, parsed."""
+    import yaml
+
+    return yaml.safe_load(CURRENT_STACK_FILE.read_text())
+
+
+def stack_artifact(component: str, arch: str = "x86_64") -> dict:
+    """The current stack's first artifact of a component for one architecture."""
+    arts = current_stack()["components"][component]["artifacts"]
+    return next(a for a in arts if a.get("arch", arch) == arch)
+
+
+def trust_role_data(value: object) -> object:
+    """Mark role data as trusted templates, as Ansible does for files it loads from a role."""
+    from ansible.template import trust_as_template
+
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: trust_role_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trust_role_data(v) for v in value]
+    return value
+
+
+def host_facts(os_key: str) -> dict:
+    """ansible_facts of a cloud host running one of OS_FACTS' systems."""
+    distro, version, major, family, arch = OS_FACTS[os_key]
+    return {
+        "distribution": distro,
+        "distribution_version": version,
+        "distribution_major_version": major,
+        "os_family": family,
+        "architecture": arch,
+        "kernel": "6.8.0-1015-aws",
+        "memtotal_mb": 65536,
+        "processor_vcpus": 8,
+        "virtualization_role": "host",
+        "virtualization_type": "kvm",
+    }
+
+
+def _yaml_or_empty(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text()) or {} if path.exists() else {}
+
+
+def _os_vars_file(role: Path, templar: Templar) -> Path:
+    """The role's own first_found list (tasks/os_vars.yml) rendered for these facts: first file found."""
+    import yaml
+    from ansible.template import trust_as_template
+
+    task = yaml.safe_load((role / "tasks" / "os_vars.yml").read_text())[0]
+    candidates = next(iter(task["vars"].values()))["files"]
+    for candidate in candidates:
+        path = role / "vars" / templar.template(trust_as_template(candidate))
+        if path.exists():
+            return path
+    raise AssertionError(f"{role.name}: no vars file among {candidates}")
+
+
+def role_templar(
+    role_name: str, os_key: str, variables: dict | None = None, *, play_stack: bool = True
+) -> Templar:
+    """Variables as a play sees them after os_vars.yml: defaults < role vars < OS vars < case.
+
+    With play_stack the stack comes from the play, as playbooks/build_image.yml hands it to the roles (parsed
+    once); without it the role reads the collection's stacks/<id>.yml itself.
+    """
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role = REPO / "roles" / role_name
+    base = {"ansible_facts": host_facts(os_key), "role_path": str(role), "inventory_hostname": "case"}
+    if play_stack:
+        rules = yaml.safe_load((REPO / "stacks" / "rules.yml").read_text())["rules"]
+        base.update(trainstack_stack=current_stack(), trainstack_stack_rules=rules)
+    merged = {
+        **trust_role_data(_yaml_or_empty(role / "defaults" / "main.yml")),
+        **trust_role_data(_yaml_or_empty(role / "vars" / "main.yml")),
+        **base,
+    }
+    templar = Templar(loader=DataLoader(), variables=merged)
+    merged.update(trust_role_data(_yaml_or_empty(_os_vars_file(role, templar))))
+    merged.update(trust_role_data(variables or {}))
+    templar = Templar(loader=DataLoader(), variables=merged)
+    # The rest of os_vars.yml: the set_fact that resolves the stack once for the host.
+    for task in yaml.safe_load((role / "tasks" / "os_vars.yml").read_text())[1:]:
+        facts = task.get("ansible.builtin.set_fact") or {}
+        merged.update({k: templar.template(trust_as_template(v)) for k, v in facts.items()})
+    return Templar(loader=DataLoader(), variables=merged)
+
+
+def resolve_role_vars(role_name: str, os_key: str, names: list[str], *, play_stack: bool = True) -> dict:
+    """The values of these variables as the role resolves them for a host of this system."""
+    from ansible.template import trust_as_template
+
+    templar = role_templar(role_name, os_key, play_stack=play_stack)
+    return {name: templar.template(trust_as_template("{{ " + name + " }}")) for name in names}
+
+
+def role_validation_failure(role_name: str, os_key: str, variables: dict) -> str | None:
+    """Run the assert tasks of the role's tasks/validate.yml; the first failing one's fail_msg, or None."""
+    import yaml
+    from ansible.template import trust_as_template
+
+    templar = role_templar(role_name, os_key, variables)
+    for task in yaml.safe_load((REPO / "roles" / role_name / "tasks" / "validate.yml").read_text()):
+        spec = task.get("ansible.builtin.assert")
+        if spec is None:
+            continue
+        scoped = templar.copy_with_new_env(
+            available_variables={**templar.available_variables, **trust_role_data(task.get("vars") or {})}
+        )
+        conditions = spec["that"] if isinstance(spec["that"], list) else [spec["that"]]
+        if not all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in conditions):
+            return str(scoped.template(trust_as_template(spec["fail_msg"])))
+    return None

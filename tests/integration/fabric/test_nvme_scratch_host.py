@@ -3,7 +3,7 @@
 Lab containers have no loop devices and no md driver, so this runs on the host itself, on throwaway sparse
 files, with ext4 (the host has no xfsprogs). The RAID0 branches need the md driver; where the host kernel
 has none (/proc/mdstat missing, as on this project's CI host) they are skipped with that reason, and their
-decisions are covered by tests/unit/roles/test_fabric_nvme_scratch.py.
+decisions are covered by tests/unit/roles/test_nvme_scratch_plan.py.
 """
 
 from __future__ import annotations

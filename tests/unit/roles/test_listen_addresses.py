@@ -17,7 +17,10 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO
+from tests.support import REPO, trust_role_data
+
+# Several roles' tests in one file: its markers are named here, not taken from its name.
+pytestmark = [pytest.mark.validation, pytest.mark.role_monitoring, pytest.mark.role_dcgm]
 
 NODE = "10.0.3.17"
 FACTS = {
@@ -31,17 +34,6 @@ FACTS = {
 }
 
 
-def _trust(value: Any) -> Any:
-    """Role data is trusted template text, as when Ansible loads it from the role."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trust(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trust(v) for v in value]
-    return value
-
-
 def _yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text()) if path.exists() else {}
 
@@ -50,16 +42,16 @@ def templar(role: str, os_vars: str, **overrides: Any) -> Templar:
     """A play's view of one host: role defaults < vars/main.yml < OS vars < inventory/extra vars."""
     root = REPO / "roles" / role
     variables = {
-        **_trust(_yaml(root / "defaults" / "main.yml")),
-        **_trust(_yaml(root / "vars" / "main.yml")),
-        **_trust(_yaml(root / "vars" / f"{os_vars}.yml")),
+        **trust_role_data(_yaml(root / "defaults" / "main.yml")),
+        **trust_role_data(_yaml(root / "vars" / "main.yml")),
+        **trust_role_data(_yaml(root / "vars" / f"{os_vars}.yml")),
         "ansible_facts": FACTS,
         "ansible_managed": "managed by a test",
         "inventory_hostname": "gpu1",
         "groups": {"all": ["gpu1", "gpu2"]},
         "hostvars": {"gpu1": {"ansible_host": NODE}, "gpu2": {"ansible_host": "10.0.3.18"}},
         "role_path": str(root),
-        **_trust(overrides),
+        **trust_role_data(overrides),
     }
     return Templar(loader=DataLoader(), variables=variables)
 
@@ -77,7 +69,7 @@ def assert_failure(templ: Templar, role: str, tasks_file: str, task_name: str) -
     tasks = _yaml(REPO / "roles" / role / "tasks" / tasks_file)
     task = next(t for t in tasks if t["name"] == task_name)
     scoped = templ.copy_with_new_env(
-        available_variables={**templ.available_variables, **_trust(task.get("vars") or {})}
+        available_variables={**templ.available_variables, **trust_role_data(task.get("vars") or {})}
     )
     spec = task["ansible.builtin.assert"]
     if all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in spec["that"]):

@@ -18,6 +18,8 @@ import yaml
 from tests.support import REPO, run
 
 ROLES = ["nvidia_driver", "cuda", "nccl", "gdrcopy", "dcgm", "container_runtime"]
+# Several roles' tests in one file (one playbook run renders them all): its markers are named here.
+pytestmark = [pytest.mark.nvidia, *(getattr(pytest.mark, f"role_{role}") for role in ROLES)]
 STACK = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())["components"]
 
 # name: (distribution, version, major, os_family, release, architecture, instance family)

@@ -18,6 +18,9 @@ import pytest
 
 from tests.support import REPO, ansible_env, run
 
+# Several roles' tests in one file: its markers are named here, not taken from its name.
+pytestmark = [pytest.mark.nvidia]
+
 # index, name, uuid, bus id, memory MiB, driver, ECC, persistence, compute capability
 SMI_ROW = (
     "0, NVIDIA H200, GPU-5d1c7a2e-0000-0000-0000-000000000000, 00000000:18:00.0, 143771, "

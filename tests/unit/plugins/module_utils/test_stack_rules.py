@@ -26,7 +26,7 @@ def test_every_rule_is_cited_and_tested(rules):
         "pytorch-nccl-pin",
         "nccl-cuda-major",
         # Job-environment rule (never refuses a stack): tested both ways in
-        # tests/unit/roles/test_fabric_env.py.
+        # tests/unit/roles/test_efa_environment.py.
         "efa-device-rdma-read",
     }
     assert {r["id"] for r in rules} == tested

@@ -20,20 +20,10 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO
+from tests.support import REPO, trust_role_data
 
 ROLE = REPO / "roles" / "image_selfcheck"
 SCRIPT = ROLE / "files" / "trainstack-host-identity"
-
-
-def _trust(value: Any) -> Any:
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trust(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trust(v) for v in value]
-    return value
 
 
 def _yaml(path: Path) -> Any:
@@ -43,10 +33,10 @@ def _yaml(path: Path) -> Any:
 def templar(role: str, **variables: Any) -> Templar:
     root = REPO / "roles" / role
     merged = {
-        **_trust(_yaml(root / "defaults" / "main.yml")),
-        **_trust(_yaml(root / "vars" / "main.yml")),
+        **trust_role_data(_yaml(root / "defaults" / "main.yml")),
+        **trust_role_data(_yaml(root / "vars" / "main.yml")),
         "ansible_managed": "managed by a test",
-        **_trust(variables),
+        **trust_role_data(variables),
     }
     return Templar(loader=DataLoader(), variables=merged)
 
@@ -200,7 +190,7 @@ def _munge_check(**variables: Any) -> str | None:
         **variables,
     )
     scoped = templ.copy_with_new_env(
-        available_variables={**templ.available_variables, **_trust(task["vars"])}
+        available_variables={**templ.available_variables, **trust_role_data(task["vars"])}
     )
     spec = task["ansible.builtin.assert"]
     if all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in spec["that"]):

@@ -1,0 +1,95 @@
+"""roles/efa on every OS it supports: the EFA installer, its OS layout and the job environment it writes,
+and the inputs it refuses.
+
+Only Debian 12 runs for real here, so the Ubuntu and Amazon Linux paths are covered by the values the role
+resolves for them, rendered with Ansible's templar from the role's own files (tests/support.py: role_templar).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import OS_FACTS, current_stack, resolve_role_vars, role_validation_failure, stack_artifact
+
+ROLE = "efa"
+STACK = current_stack()
+CAPTURE = [
+    "__efa_lib_dir",
+    "__efa_kernel_headers",
+    "efa_installer_version",
+    "efa_installer_artifact",
+    "__efa_installer_args",
+    "__efa_environment",
+]
+# (case id, os, variables, fragment the failure message must contain)
+BAD_INPUT = [
+    ("efa_memlock", "ubuntu2204", {"efa_memlock_limit": "lots"}, "efa_memlock_limit"),
+    ("efa_ld_preload", "ubuntu2204", {"efa_environment_extra": {"LD_PRELOAD": "/x.so"}}, "LD_PRELOAD"),
+    ("efa_env_name", "ubuntu2204", {"efa_environment_extra": {"bad-name": "1"}}, "efa_environment_extra"),
+    ("efa_hugepages", "ubuntu2204", {"efa_hugepages": 100000}, "efa_hugepages=100000"),
+    ("efa_unpinned_os", "debian12", {}, "pins no efa_installer for debian-12"),
+]
+# (case id, os, variables)
+GOOD_INPUT = [("efa_ok", "ubuntu2204", {"efa_hugepages": 64})]
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, dict]:
+    """Every OS's resolved values of CAPTURE."""
+    return {os_key: resolve_role_vars(ROLE, os_key, CAPTURE) for os_key in OS_FACTS}
+
+
+@pytest.mark.parametrize("os_key", ["ubuntu2204", "ubuntu2404", "al2023"])
+def test_efa_takes_the_stacks_installer(results, os_key):
+    values = results[os_key]
+    assert values["efa_installer_version"] == STACK["components"]["efa_installer"]["version"]
+    assert values["efa_installer_artifact"]["url"] == stack_artifact("efa_installer")["url"]
+    assert values["__efa_installer_args"] == ["-y", "--skip-limit-conf", "--no-verify"]
+
+
+@pytest.mark.parametrize(
+    ("os_key", "lib_dir", "headers"),
+    [
+        ("ubuntu2204", "/opt/amazon/efa/lib", "linux-headers-6.8.0-1015-aws"),
+        ("ubuntu2404", "/opt/amazon/efa/lib", "linux-headers-6.8.0-1015-aws"),
+        ("debian12", "/opt/amazon/efa/lib", "linux-headers-6.8.0-1015-aws"),
+        ("al2023", "/opt/amazon/efa/lib64", "kernel-devel-6.8.0-1015-aws"),
+    ],
+)
+def test_efa_os_layout(results, os_key, lib_dir, headers):
+    values = results[os_key]
+    assert values["__efa_lib_dir"] == lib_dir
+    assert values["__efa_kernel_headers"] == headers
+
+
+def test_efa_environment_is_the_checkers(results):
+    env = results["ubuntu2404"]["__efa_environment"]
+    assert env == {k: str(v) for k, v in STACK["environment"].items()}
+    assert "LD_PRELOAD" not in env
+
+
+def test_efa_is_not_pinned_for_the_lab_os(results):
+    assert results["debian12"]["efa_installer_version"] == ""
+
+
+def test_standalone_role_reads_the_collections_stack():
+    values = resolve_role_vars(
+        "efa", "ubuntu2204", ["efa_installer_version", "__efa_stack_id"], play_stack=False
+    )
+    assert values == {
+        "efa_installer_version": STACK["components"]["efa_installer"]["version"],
+        "__efa_stack_id": STACK["id"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("os_key", "variables", "fragment"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
+)
+def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
+    message = role_validation_failure(ROLE, os_key, variables)
+    assert message is not None and fragment in message
+
+
+@pytest.mark.parametrize(("os_key", "variables"), [c[1:] for c in GOOD_INPUT], ids=[c[0] for c in GOOD_INPUT])
+def test_good_input_passes_validation(os_key, variables):
+    assert role_validation_failure(ROLE, os_key, variables) is None

@@ -14,8 +14,8 @@ locals {
   amazon_images = {
     for flavour, bases in local.amazon_flavour_bases : flavour => {
       for name, src in local.amazon_sources : name => merge(src, {
-        ami_name        = "trainstack-${var.stack_id}-${flavour}-${name}-${local.timestamp}"
-        ami_description = "trainstack ${flavour} image, stack ${var.stack_id}, revision ${var.source_revision}"
+        ami_name        = "trainstack-${local.stack_id}-${flavour}-${name}-${local.timestamp}"
+        ami_description = "trainstack ${flavour} image, stack ${local.stack_id}, revision ${var.source_revision}"
         tags = merge(local.common_tags, {
           "trainstack:flavour" = flavour
           "trainstack:source"  = name
@@ -68,7 +68,7 @@ build {
     post-processor "manifest" {
       output      = "${var.output_dir}/packer-manifest.json"
       strip_path  = true
-      custom_data = { stack = var.stack_id, flavour = "base-gpu", revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = "base-gpu", revision = var.source_revision }
     }
     post-processor "shell-local" {
       environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
@@ -119,7 +119,7 @@ build {
     post-processor "manifest" {
       output      = "${var.output_dir}/packer-manifest.json"
       strip_path  = true
-      custom_data = { stack = var.stack_id, flavour = "slurm-gpu", revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = "slurm-gpu", revision = var.source_revision }
     }
     post-processor "shell-local" {
       environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
@@ -170,7 +170,7 @@ build {
     post-processor "manifest" {
       output      = "${var.output_dir}/packer-manifest.json"
       strip_path  = true
-      custom_data = { stack = var.stack_id, flavour = "pcluster-gpu", revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = "pcluster-gpu", revision = var.source_revision }
     }
     post-processor "shell-local" {
       environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
@@ -221,7 +221,7 @@ build {
     post-processor "manifest" {
       output      = "${var.output_dir}/packer-manifest.json"
       strip_path  = true
-      custom_data = { stack = var.stack_id, flavour = "eks-gpu", revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = "eks-gpu", revision = var.source_revision }
     }
     post-processor "shell-local" {
       environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]

@@ -35,10 +35,10 @@ build {
     post-processor "manifest" {
       output      = "${var.output_dir}/local-${var.local_flavour}/packer-manifest.json"
       strip_path  = false
-      custom_data = { stack = var.stack_id, flavour = var.local_flavour, revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = var.local_flavour, revision = var.source_revision }
     }
     post-processor "shell-local" {
-      inline = ["${local.packer_dir}/scripts/lab-rootfs.sh ${var.output_dir}/local-${var.local_flavour}/packer/rootfs.tar.gz ${var.output_dir}/local-${var.local_flavour}/trainstack-${var.stack_id}-${var.local_flavour}-debian12.rootfs.tar"]
+      inline = ["${local.packer_dir}/scripts/lab-rootfs.sh ${var.output_dir}/local-${var.local_flavour}/packer/rootfs.tar.gz ${var.output_dir}/local-${var.local_flavour}/trainstack-${local.stack_id}-${var.local_flavour}-debian12.rootfs.tar"]
     }
   }
 }

@@ -3,9 +3,11 @@ locals {
   timestamp  = formatdate("YYYYMMDD-hhmmss", timestamp())
   repo_root  = abspath("${path.root}/..")
   packer_dir = abspath(path.root)
+  # The stack to install: -var stack_id=..., else the collection's current stack (stacks/current, its one default).
+  stack_id = var.stack_id != "" ? var.stack_id : trimspace(file("${path.root}/../stacks/current"))
 
   common_tags = merge(var.extra_tags, {
-    "trainstack:stack"    = var.stack_id
+    "trainstack:stack"    = local.stack_id
     "trainstack:revision" = var.source_revision
     "trainstack:built"    = local.timestamp
   })
@@ -20,7 +22,7 @@ locals {
   ]
 
   ansible_common_args = [
-    "-e", "image_stack_id=${var.stack_id}",
+    "-e", "trainstack_stack=${local.stack_id}",
     "-e", "image_source_revision=${var.source_revision}",
     "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
     "-e", "image_output_dir=${abspath(var.output_dir)}",

@@ -1,10 +1,10 @@
-# Variables of every build. Defaults follow the current stack (stacks/ts-2026.10.yml); `make image-*` passes the
-# stack's values, so a stack change never needs a template change.
+# Variables of every build. The stack defaults to the collection's current one (stacks/current); `make image-*`
+# passes the stack's values, so a stack change never needs a template change.
 
 variable "stack_id" {
   type        = string
-  default     = "ts-2026.10"
-  description = "Stack file stacks/<stack_id>.yml whose versions the image installs."
+  default     = ""
+  description = "Stack file stacks/<stack_id>.yml whose versions the image installs (empty: stacks/current)."
 }
 
 variable "source_revision" {

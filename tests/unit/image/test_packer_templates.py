@@ -195,7 +195,9 @@ def test_every_amazon_build_records_a_manifest_and_requires_imdsv2(builds):
 
 def test_variable_defaults_follow_the_current_stack(variables, current_stack):
     components = current_stack["components"]
-    assert variables["stack_id"]["default"] == current_stack["id"]
+    # No stack id in the templates: an empty stack_id falls back to stacks/current, the one default.
+    assert variables["stack_id"]["default"] == ""
+    assert (REPO / "stacks" / "current").read_text().strip() == current_stack["id"]
     assert variables["pcluster_version"]["default"] == components["parallelcluster"]["version"]
     assert variables["eks_kubernetes_version"]["default"] == components["kubernetes"]["version"]
     assert variables["root_volume_gb"]["type"] == "number"

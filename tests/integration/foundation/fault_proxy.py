@@ -1,10 +1,10 @@
 """A TCP relay that misbehaves on purpose, for testing that package fetches survive a flaky proxy.
 
 It sits in front of the lab's package proxy and gives connections, in turn, one of three fates: relayed
-in full; relayed until a number of response bytes and then cut (what an overloaded mirror or gateway does to
-a keep-alive connection); or answered `503 Connection closed` without reaching the proxy at all (what
-apt-cacher-ng answers when its own upstream fetch fails). The rotation is fixed, not random, so a run is
-reproducible and every fate is certain to occur once a client has opened three connections.
+until a number of response bytes and then cut (what an overloaded mirror or gateway does to a keep-alive
+connection); dropped, the request read and the connection closed without an answer; or relayed in full. The
+rotation is fixed, not random, so a run is reproducible and a client that needs three connections meets every
+fate.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-REFUSAL = b"HTTP/1.1 503 Connection closed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-FATES = ("relay", "cut", "refuse")
+FATES = ("cut", "drop", "relay")
 
 
 @dataclass
@@ -61,13 +60,10 @@ class FaultProxy:
 
     def _serve(self, client: socket.socket, fate: str) -> None:
         with client:
-            if fate == "refuse":
+            if fate == "drop":
                 client.settimeout(10)
-                try:
-                    client.recv(65536)  # the request: answer it, as a proxy would, then hang up
-                    client.sendall(REFUSAL)
-                except OSError:
-                    pass
+                with contextlib.suppress(OSError):
+                    client.recv(65536)  # the request, then hang up without an answer
                 return
             try:
                 upstream = socket.create_connection(self.upstream, timeout=30)

@@ -1,8 +1,9 @@
 """Package installs on lab nodes survive a proxy that drops connections.
 
 A fresh machine's first test run once failed because the lab's package proxy answered `503 Connection closed`
-to dozens of fetches. The lab now sets apt's and pip's retries in every node and the proxy's own retry and
-connection limits; this test puts a deliberately faulty relay between a node and the proxy and converges.
+to dozens of fetches. The proxy now retries its own downloads within limits; apt (2.6) retries only failed
+connections, not a fetch cut mid-file, so installs are retried by the task or installer that runs them. This
+test puts a deliberately faulty relay between a node and the proxy and converges through it.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def test_a_converge_succeeds_through_a_proxy_that_drops_connections(faulty_proxy
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     counts = dict(faulty_proxy.counts)
-    # The faults happened: connections were refused with 503 and cut mid-response, and the converge went on.
-    assert counts.get("refuse", 0) >= 3 and counts.get("cut", 0) >= 3, counts
+    # The faults happened: connections were dropped unanswered and cut mid-response, and the converge went on.
+    # Each of the two steps (index refresh, install) meets a cut and a drop before its first clean relay.
+    assert counts.get("drop", 0) >= 2 and counts.get("cut", 0) >= 2, counts
 
     # The same fetches without retries fail through this proxy: the faults above are ones that break a client.
     # One apt run may ride a single relayed keep-alive connection; three in a row cannot all (fixed rotation).

@@ -29,7 +29,14 @@ fi
 packages="rdma-core ibverbs-providers libibverbs1"
 [ "$minimal" = 1 ] || packages="$packages libfabric1 libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev"
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q --no-install-recommends $packages >/dev/null
+# apt (2.6) does not try again a fetch that a proxy answered 503 or cut mid-file (Acquire::Retries covers
+# connection failures only): the install is tried again, keeping what it already downloaded.
+for attempt in 1 2 3 4 5; do
+  apt-get install -y -q --no-install-recommends $packages >/dev/null && break
+  [ "$attempt" -lt 5 ] || { echo "efa_installer.sh (stand-in): apt-get install failed 5 times" >&2; exit 1; }
+  echo "efa_installer.sh (stand-in): apt-get install failed (attempt $attempt of 5); trying again" >&2
+  sleep $(( attempt * 2 ))
+done
 multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)"
 if [ "$minimal" = 0 ]; then
   install -d /opt/amazon/efa/bin /opt/amazon/efa/lib /opt/amazon/efa/include

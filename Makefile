@@ -87,7 +87,8 @@ lint: setup $(LINT_TARGETS) ## ansible-lint (production), yamllint, ruff, syntax
 
 unit: setup ## unit tests (no containers)
 	@# The test cases run torch.compile, which cannot share a process with Ansible (it patches sys.intern).
-	$(BIN)/pytest $(ANSIBLE_UNIT_TESTS) $(PYTEST_ARGS)
+	@# The Ansible-side tests are independent of each other: one worker per core.
+	$(BIN)/pytest -n auto $(ANSIBLE_UNIT_TESTS) $(PYTEST_ARGS)
 	$(BIN)/pytest tests/unit/testcases $(PYTEST_ARGS)
 
 molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS side by side)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,17 +324,92 @@ def resolve_role_vars(role_name: str, os_key: str, names: list[str], *, play_sta
 def role_validation_failure(role_name: str, os_key: str, variables: dict) -> str | None:
     """Run the assert tasks of the role's tasks/validate.yml; the first failing one's fail_msg, or None."""
     import yaml
-    from ansible.template import trust_as_template
 
     templar = role_templar(role_name, os_key, variables)
     for task in yaml.safe_load((REPO / "roles" / role_name / "tasks" / "validate.yml").read_text()):
-        spec = task.get("ansible.builtin.assert")
-        if spec is None:
-            continue
-        scoped = templar.copy_with_new_env(
-            available_variables={**templar.available_variables, **trust_role_data(task.get("vars") or {})}
-        )
-        conditions = spec["that"] if isinstance(spec["that"], list) else [spec["that"]]
-        if not all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in conditions):
-            return str(scoped.template(trust_as_template(spec["fail_msg"])))
+        if "ansible.builtin.assert" in task:
+            message = assert_task_failure(templar, task)
+            if message is not None:
+                return message
     return None
+
+
+def role_task(role_name: str, tasks_file: str, task_name: str) -> dict:
+    """One task of a role's tasks file, by its name."""
+    import yaml
+
+    tasks = yaml.safe_load((REPO / "roles" / role_name / "tasks" / tasks_file).read_text())
+    return next(task for task in tasks if task["name"] == task_name)
+
+
+def assert_task_failure(templar: Templar, task: dict) -> str | None:
+    """Evaluate an assert task as Ansible would, with its own vars: its fail_msg when a condition fails."""
+    from ansible.template import trust_as_template
+
+    scoped = templar.copy_with_new_env(
+        available_variables={**templar.available_variables, **trust_role_data(task.get("vars") or {})}
+    )
+    spec = task["ansible.builtin.assert"]
+    conditions = spec["that"] if isinstance(spec["that"], list) else [spec["that"]]
+    if all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in conditions):
+        return None
+    return str(scoped.template(trust_as_template(spec["fail_msg"])))
+
+
+def role_data_templar(role_name: str, *, os_vars: str | None = None, **variables: object) -> Templar:
+    """A play's view of a role's data without facts-driven lookups: defaults < vars/main.yml <
+    vars/<os_vars>.yml < the case's variables (as inventory or extra vars)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    root = REPO / "roles" / role_name
+    merged = {
+        **trust_role_data(_yaml_or_empty(root / "defaults" / "main.yml")),
+        **trust_role_data(_yaml_or_empty(root / "vars" / "main.yml")),
+        **trust_role_data(_yaml_or_empty(root / "vars" / f"{os_vars}.yml") if os_vars else {}),
+        "ansible_managed": "managed by a test",
+        "role_path": str(root),
+        **trust_role_data(variables),
+    }
+    return Templar(loader=DataLoader(), variables=merged)
+
+
+def render_role_template(templar: Templar, role_name: str, name: str) -> str:
+    """One of the role's templates/ rendered with these variables."""
+    from ansible.template import trust_as_template
+
+    return str(
+        templar.template(trust_as_template((REPO / "roles" / role_name / "templates" / name).read_text()))
+    )
+
+
+def template_value(templar: Templar, expression: str) -> object:
+    """What a Jinja expression evaluates to with these variables."""
+    from ansible.template import trust_as_template
+
+    return templar.template(trust_as_template("{{ " + expression + " }}"))
+
+
+# A node of a two-node cluster, for the roles that bind or scrape the cluster address (monitoring, dcgm).
+CLUSTER_NODE = "10.0.3.17"
+CLUSTER_NODE_VARS = {
+    "ansible_facts": {
+        "distribution": "Debian",
+        "distribution_version": "12.12",
+        "distribution_major_version": "12",
+        "os_family": "Debian",
+        "architecture": "x86_64",
+        "default_ipv4": {"address": CLUSTER_NODE},
+        "all_ipv4_addresses": [CLUSTER_NODE, "172.17.0.1"],
+    },
+    "inventory_hostname": "gpu1",
+    "groups": {"all": ["gpu1", "gpu2"]},
+    "hostvars": {"gpu1": {"ansible_host": CLUSTER_NODE}, "gpu2": {"ansible_host": "10.0.3.18"}},
+}
+# A listen address on every interface (':PORT', '0.0.0.0:PORT', '[::]:PORT') for one of the exporters' ports.
+WILDCARD_LISTENER = re.compile(r"(^|[\s=])(0\.0\.0\.0|\[::\]|::)?:(9090|9100|9400|9716|9717)\b")
+
+
+def no_wildcard_listener(text: str) -> bool:
+    """No listen address on every interface in a rendered file."""
+    return WILDCARD_LISTENER.search(text) is None

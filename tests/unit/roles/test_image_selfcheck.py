@@ -1,4 +1,5 @@
-"""Per-host identity and secrets of images (roles/image_selfcheck, roles/munge), without building one.
+"""Per-host identity and secrets of images (roles/image_selfcheck), without building one; munge's key rules
+are in test_munge.py.
 
 The first-boot script runs for real (its `address` step, against a file in a temporary directory); the units
 and drop-ins are the role's templates rendered with Ansible's templar; the self-check's verdicts are the
@@ -8,7 +9,6 @@ boots two lab nodes from a real image.
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import subprocess
@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import trust_as_template
 
-from tests.support import REPO, trust_role_data
+from tests.support import REPO, render_role_template, role_data_templar
 
 ROLE = REPO / "roles" / "image_selfcheck"
 SCRIPT = ROLE / "files" / "trainstack-host-identity"
@@ -28,21 +27,6 @@ SCRIPT = ROLE / "files" / "trainstack-host-identity"
 
 def _yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
-
-
-def templar(role: str, **variables: Any) -> Templar:
-    root = REPO / "roles" / role
-    merged = {
-        **trust_role_data(_yaml(root / "defaults" / "main.yml")),
-        **trust_role_data(_yaml(root / "vars" / "main.yml")),
-        "ansible_managed": "managed by a test",
-        **trust_role_data(variables),
-    }
-    return Templar(loader=DataLoader(), variables=merged)
-
-
-def render(templ: Templar, name: str) -> str:
-    return str(templ.template(trust_as_template((ROLE / "templates" / name).read_text())))
 
 
 # ------------------------------------------------------------------------------------------ first boot
@@ -75,7 +59,7 @@ def test_first_boot_script_refuses_an_unknown_step():
 
 
 def test_host_keys_are_made_before_sshd_only_where_missing():
-    unit = render(templar("image_selfcheck"), "trainstack-host-keys.service.j2")
+    unit = render_role_template(role_data_templar(ROLE.name), ROLE.name, "trainstack-host-keys.service.j2")
     assert "Before=ssh.service ssh.socket sshd.service" in unit
     assert "ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key" in unit
     assert "ExecStart=/usr/local/sbin/trainstack-host-identity keys" in unit
@@ -83,7 +67,9 @@ def test_host_keys_are_made_before_sshd_only_where_missing():
 
 
 def test_cluster_address_unit_writes_the_file_the_dcgm_exporter_reads():
-    unit = render(templar("image_selfcheck"), "trainstack-cluster-address.service.j2")
+    unit = render_role_template(
+        role_data_templar(ROLE.name), ROLE.name, "trainstack-cluster-address.service.j2"
+    )
     dcgm = _yaml(REPO / "roles/dcgm/defaults/main.yml")["dcgm_exporter_address_file"]
     assert f"ConditionPathExists=!{dcgm}" in unit
     assert f"Environment=TRAINSTACK_CLUSTER_ADDRESS_FILE={dcgm}" in unit
@@ -94,7 +80,9 @@ def test_cluster_address_unit_writes_the_file_the_dcgm_exporter_reads():
 def test_generalize_removes_the_munge_key_and_holds_munge_back():
     secrets = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_cluster_secrets"]
     assert {"path": "/etc/munge/munge.key", "service": "munge"} in secrets
-    dropin = render(templar("image_selfcheck", item=secrets[0]), "cluster-secret.conf.j2")
+    dropin = render_role_template(
+        role_data_templar(ROLE.name, item=secrets[0]), ROLE.name, "cluster-secret.conf.j2"
+    )
     assert "[Unit]\nConditionPathExists=/etc/munge/munge.key" in dropin
 
 
@@ -130,7 +118,7 @@ def test_generalize_finds_the_services_whose_unit_the_image_holds():
             "stat": {"exists": False},
         },
     ]
-    templ = templar("image_selfcheck", __image_selfcheck_secret_units={"results": results})
+    templ = role_data_templar("image_selfcheck", __image_selfcheck_secret_units={"results": results})
     assert templ.template(trust_as_template("{{ __image_selfcheck_secret_services }}")) == ["munge"]
 
 
@@ -140,7 +128,7 @@ def _leftover_checks(secrets_present: list[str], machine_id: dict) -> dict[str, 
     task = next(t for t in _yaml(ROLE / "tasks" / "main.yml") if t["name"] == "Evaluate the checks")
     paths = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_host_secret_paths"]
     paths += [s["path"] for s in _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_cluster_secrets"]]
-    templ = templar(
+    templ = role_data_templar(
         "image_selfcheck",
         __image_selfcheck_keys={"matched": 0, "files": []},
         __image_selfcheck_hist={"matched": 0, "files": []},
@@ -176,46 +164,3 @@ def test_selfcheck_fails_an_image_with_a_munge_key_or_seed():
 def test_selfcheck_wants_an_empty_machine_id_file(stat, detail):
     check = _leftover_checks([], stat)["machine-id-empty"]
     assert check["status"] == "fail" and detail in check["detail"]
-
-
-# ------------------------------------------------------------------------------------------------ munge
-def _munge_check(**variables: Any) -> str | None:
-    task = next(
-        t for t in _yaml(REPO / "roles/munge/tasks/main.yml") if t["name"] == "Check the munge settings"
-    )
-    templ = templar(
-        "munge",
-        groups={"all": ["head1", "gpu1"], "head": ["head1"]},
-        ansible_play_hosts_all=["head1", "gpu1"],
-        **variables,
-    )
-    scoped = templ.copy_with_new_env(
-        available_variables={**templ.available_variables, **trust_role_data(task["vars"])}
-    )
-    spec = task["ansible.builtin.assert"]
-    if all(scoped.evaluate_conditional(trust_as_template(str(c))) for c in spec["that"]):
-        return None
-    return str(scoped.template(trust_as_template(spec["fail_msg"])))
-
-
-def test_munge_generates_on_the_head_by_default():
-    assert _munge_check() is None
-    assert (
-        templar("munge", groups={"head": ["head1"]}).template(trust_as_template("{{ munge_key_host }}"))
-        == "head1"
-    )
-
-
-def test_munge_accepts_a_supplied_32_byte_key():
-    assert _munge_check(munge_key=base64.b64encode(os.urandom(32)).decode()) is None
-
-
-@pytest.mark.parametrize("key", [base64.b64encode(b"short").decode(), "not base64 at all!" * 4])
-def test_munge_refuses_a_short_or_garbled_key(key):
-    message = _munge_check(munge_key=key)
-    assert message is not None and "munge_key must be empty" in message and key not in message
-
-
-def test_munge_refuses_an_unknown_key_host():
-    message = _munge_check(munge_key_host="nowhere")
-    assert message is not None and "munge_key_host (nowhere) must be an inventory host" in message

@@ -16,7 +16,7 @@ def check(stack_id, stacks_dir=None):
             str(VENV_BIN / "ansible-playbook"),
             "playbooks/check_stack.yml",
             "-e",
-            f"image_stack_id={stack_id}",
+            f"trainstack_stack={stack_id}",
             *extra,
         ],
         check=False,
@@ -48,7 +48,7 @@ def test_broken_stack_is_refused_with_rule_and_citation(tmp_path):
 def test_unknown_stack_id_names_the_available_ones():
     proc = check("ts-1999.01")
     assert proc.returncode != 0
-    assert "image_stack_id=ts-1999.01: no such stack" in proc.stdout
+    assert "trainstack_stack=ts-1999.01: no such stack" in proc.stdout
     assert "ts-2026.10" in proc.stdout and "ts-2025.12" in proc.stdout
 
 

@@ -16,7 +16,6 @@ ROLES_DIR = REPO / "tests" / "unit" / "roles"
 CROSS_ROLE_FILES = {
     "test_entry_points.py",
     "test_role_interfaces.py",
-    "test_nvidia_vars.py",
     "test_nvidia_verify.py",
 }
 

@@ -1,9 +1,12 @@
 """roles/dcgm: dcgm-exporter (baked into images) binds the address its first boot records, loopback until
 then, or the one given, never a wildcard, and the role refuses a wildcard as input. The role's unit template
-and asserts are rendered with Ansible's templar; molecule/nvidia_userspace runs them.
+and asserts are rendered with Ansible's templar; molecule/nvidia_userspace runs them. The version spec each
+OS resolves comes from the NVIDIA roles' shared playbook run (the fixture nvidia_resolved).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from ansible.template import Templar
@@ -12,13 +15,16 @@ from tests.support import (
     CLUSTER_NODE,
     CLUSTER_NODE_VARS,
     assert_task_failure,
+    current_stack,
     no_wildcard_listener,
+    nvidia_role_refusal,
     render_role_template,
     role_data_templar,
     role_task,
 )
 
 ROLE = "dcgm"
+STACK = current_stack()["components"]
 
 
 def templar(**overrides: object) -> Templar:
@@ -53,3 +59,28 @@ def test_dcgm_refuses_a_wildcard(address):
 def test_dcgm_accepts_the_default():
     templ = templar(dcgm_version="4.7.0", dcgm_packages=["datacenter-gpu-manager-4-cuda13"])
     assert assert_task_failure(templ, role_task(ROLE, "install.yml", "Check the DCGM settings")) is None
+
+
+# ------------------------------------------------------------------ per OS, bad input
+def test_dcgm_version_spec_per_os(nvidia_resolved: dict) -> None:
+    assert (nvidia_resolved["ubuntu2204"]["dcgm_spec"], nvidia_resolved["amzn2023"]["dcgm_spec"]) == (
+        "=1:{version}-*",
+        "-{version}",
+    )
+    assert nvidia_resolved["ubuntu2404"]["dcgm_version"] == STACK["dcgm"]["version"]
+
+
+# (case id, entry point, variables, text the error must contain)
+BAD_INPUT = [
+    ("unsupported_exporter_port", "main", {"dcgm_exporter_port": 5555}, "dcgm_exporter_port (5555)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("entry", "extra", "message"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
+)
+def test_bad_input_fails_naming_the_variable(tmp_path: Path, entry: str, extra: dict, message: str) -> None:
+    """Runs in --check against a host whose facts say Debian 12: the role must stop at its checks."""
+    proc = nvidia_role_refusal(tmp_path, ROLE, entry, extra)
+    assert proc.returncode != 0
+    assert message in proc.stdout

@@ -6,10 +6,28 @@ import pytest
 
 from tests.support import playbook
 
+# Fixtures that use host-wide state: the lab's containers, bridge and proxy, or LXC image builds.
+HOST_FIXTURES = frozenset({"lab_required", "lab", "slurm_lab", "local_image"})
 
+
+def _uses_the_host(item: pytest.Item) -> bool:
+    if any(item.get_closest_marker(name) for name in ("lab", "lab_teardown")):
+        return True
+    return bool(HOST_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked lab_teardown take the lab down, so they run after every other test."""
+    """Tests marked lab_teardown take the lab down, so they run after every other test.
+
+    Under pytest-xdist (`-n 2 --dist loadgroup`) every test that touches the lab or builds with LXC is one
+    group, so one worker runs them in this order while the other takes the self-contained tests (moto,
+    rendered manifests, the local launcher): the lab is one shared machine, the rest is not.
+    """
     items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
+    for item in items:
+        if _uses_the_host(item):
+            item.add_marker(pytest.mark.xdist_group("host"))
 
 
 @pytest.fixture(scope="session")

@@ -90,8 +90,11 @@ def _installed_collections() -> dict[str, str]:
 
 def _fqcn_collections(known: set[str]) -> dict[str, set[str]]:
     """Collections named by an FQCN (`ns.name.plugin`) in the runtime trees, with the files naming them."""
+    # `from ansible.utils.display import ...` is ansible-core's own package, not the ansible.utils collection.
     pattern = re.compile(
-        r"\b(" + "|".join(re.escape(name) for name in sorted(known)) + r")\.[a-z_][a-z0-9_]*"
+        r"(?<!from )(?<!import )\b("
+        + "|".join(re.escape(name) for name in sorted(known))
+        + r")\.[a-z_][a-z0-9_]*"
     )
     files = run(["git", "ls-files", *_RUNTIME_TREES]).stdout.split()
     used: dict[str, set[str]] = {}

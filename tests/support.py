@@ -567,3 +567,10 @@ def nvidia_role_refusal(tmp_path: Path, role: str, entry: str, extra: dict) -> s
         ],
         check=False,
     )
+
+
+def case_params(cases: list[tuple]) -> list:
+    """pytest parameters from table rows (case id, *values), each shown under its case id."""
+    import pytest
+
+    return [pytest.param(*case[1:], id=case[0]) for case in cases]

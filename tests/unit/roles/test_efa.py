@@ -1,15 +1,18 @@
-"""roles/efa on every OS it supports: the EFA installer, its OS layout and the job environment it writes,
-and the inputs it refuses.
-
-Only Debian 12 runs for real here, so the Ubuntu and Amazon Linux paths are covered by the values the role
-resolves for them, rendered with Ansible's templar from the role's own files (tests/support.py: role_templar).
-"""
+"""roles/efa: the EFA installer, its OS layout and the job environment it writes on each OS it supports (the
+role's own files rendered in process, as a play would: tests/support.py role_templar), and the inputs it
+refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import OS_FACTS, current_stack, resolve_role_vars, role_validation_failure, stack_artifact
+from tests.support import (
+    case_params,
+    current_stack,
+    resolve_role_vars,
+    role_validation_failure,
+    stack_artifact,
+)
 
 ROLE = "efa"
 STACK = current_stack()
@@ -33,15 +36,9 @@ BAD_INPUT = [
 GOOD_INPUT = [("efa_ok", "ubuntu2204", {"efa_hugepages": 64})]
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    """Every OS's resolved values of CAPTURE."""
-    return {os_key: resolve_role_vars(ROLE, os_key, CAPTURE) for os_key in OS_FACTS}
-
-
 @pytest.mark.parametrize("os_key", ["ubuntu2204", "ubuntu2404", "al2023"])
-def test_efa_takes_the_stacks_installer(results, os_key):
-    values = results[os_key]
+def test_efa_takes_the_stacks_installer(os_values, os_key):
+    values = os_values[os_key]
     assert values["efa_installer_version"] == STACK["components"]["efa_installer"]["version"]
     assert values["efa_installer_artifact"]["url"] == stack_artifact("efa_installer")["url"]
     assert values["__efa_installer_args"] == ["-y", "--skip-limit-conf", "--no-verify"]
@@ -56,20 +53,20 @@ def test_efa_takes_the_stacks_installer(results, os_key):
         ("al2023", "/opt/amazon/efa/lib64", "kernel-devel-6.8.0-1015-aws"),
     ],
 )
-def test_efa_os_layout(results, os_key, lib_dir, headers):
-    values = results[os_key]
+def test_efa_os_layout(os_values, os_key, lib_dir, headers):
+    values = os_values[os_key]
     assert values["__efa_lib_dir"] == lib_dir
     assert values["__efa_kernel_headers"] == headers
 
 
-def test_efa_environment_is_the_checkers(results):
-    env = results["ubuntu2404"]["__efa_environment"]
+def test_efa_environment_is_the_checkers(os_values):
+    env = os_values["ubuntu2404"]["__efa_environment"]
     assert env == {k: str(v) for k, v in STACK["environment"].items()}
     assert "LD_PRELOAD" not in env
 
 
-def test_efa_is_not_pinned_for_the_lab_os(results):
-    assert results["debian12"]["efa_installer_version"] == ""
+def test_efa_is_not_pinned_for_the_lab_os(os_values):
+    assert os_values["debian12"]["efa_installer_version"] == ""
 
 
 def test_standalone_role_reads_the_collections_stack():
@@ -82,14 +79,12 @@ def test_standalone_role_reads_the_collections_stack():
     }
 
 
-@pytest.mark.parametrize(
-    ("os_key", "variables", "fragment"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
-)
+@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
 def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
     message = role_validation_failure(ROLE, os_key, variables)
     assert message is not None and fragment in message
 
 
-@pytest.mark.parametrize(("os_key", "variables"), [c[1:] for c in GOOD_INPUT], ids=[c[0] for c in GOOD_INPUT])
+@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
 def test_good_input_passes_validation(os_key, variables):
     assert role_validation_failure(ROLE, os_key, variables) is None

@@ -1,14 +1,16 @@
-"""roles/enroot_pyxis on every OS it supports: enroot's package and pyxis' build, and the inputs it refuses.
-
-Only Debian 12 runs for real here, so the Ubuntu and Amazon Linux paths are covered by the values the role
-resolves for them, rendered with Ansible's templar from the role's own files (tests/support.py: role_templar).
-"""
+"""roles/enroot_pyxis: enroot's package and pyxis' build on each OS it supports (the role's own files rendered
+in process, as a play would: tests/support.py role_templar), and the inputs it refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import OS_FACTS, current_stack, resolve_role_vars, role_validation_failure, stack_artifact
+from tests.support import (
+    case_params,
+    current_stack,
+    role_validation_failure,
+    stack_artifact,
+)
 
 ROLE = "enroot_pyxis"
 STACK = current_stack()
@@ -28,40 +30,32 @@ BAD_INPUT = [
 GOOD_INPUT = [("enroot_ok", "ubuntu2404arm", {})]
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    """Every OS's resolved values of CAPTURE."""
-    return {os_key: resolve_role_vars(ROLE, os_key, CAPTURE) for os_key in OS_FACTS}
-
-
 @pytest.mark.parametrize(("os_key", "arch"), [("ubuntu2204", "x86_64"), ("ubuntu2404arm", "aarch64")])
-def test_enroot_package_for_os_and_arch(results, os_key, arch):
-    values = results[os_key]
+def test_enroot_package_for_os_and_arch(os_values, os_key, arch):
+    values = os_values[os_key]
     assert values["__enroot_pyxis_package_format"] == "deb"
     assert values["__enroot_pyxis_enroot_package"]["url"] == stack_artifact("enroot", arch)["url"]
     assert values["__enroot_pyxis_include_dir"] == "/opt/slurm/include"
 
 
-def test_enroot_on_debian_builds_against_debians_slurm(results):
-    values = results["debian12"]
+def test_enroot_on_debian_builds_against_debians_slurm(os_values):
+    values = os_values["debian12"]
     assert values["__enroot_pyxis_include_dir"] == "/usr/include"
     assert "libslurm-dev" in values["__enroot_pyxis_build_packages"]
 
 
-def test_enroot_on_al2023_wants_an_rpm(results):
-    values = results["al2023"]
+def test_enroot_on_al2023_wants_an_rpm(os_values):
+    values = os_values["al2023"]
     assert values["__enroot_pyxis_package_format"] == "rpm"
     assert values["__enroot_pyxis_enroot_package"] == {}
 
 
-@pytest.mark.parametrize(
-    ("os_key", "variables", "fragment"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
-)
+@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
 def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
     message = role_validation_failure(ROLE, os_key, variables)
     assert message is not None and fragment in message
 
 
-@pytest.mark.parametrize(("os_key", "variables"), [c[1:] for c in GOOD_INPUT], ids=[c[0] for c in GOOD_INPUT])
+@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
 def test_good_input_passes_validation(os_key, variables):
     assert role_validation_failure(ROLE, os_key, variables) is None

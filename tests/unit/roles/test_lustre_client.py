@@ -1,15 +1,11 @@
-"""roles/lustre_client on every OS it supports: the Lustre client's repository and packages, and the inputs
-it refuses.
-
-Only Debian 12 runs for real here, so the Ubuntu and Amazon Linux paths are covered by the values the role
-resolves for them, rendered with Ansible's templar from the role's own files (tests/support.py: role_templar).
-"""
+"""roles/lustre_client: the Lustre client's repository and packages on each OS it supports (the role's own
+files rendered in process, as a play would: tests/support.py role_templar), and the inputs it refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import OS_FACTS, current_stack, resolve_role_vars, role_validation_failure
+from tests.support import case_params, current_stack, role_validation_failure
 
 ROLE = "lustre_client"
 STACK = current_stack()
@@ -42,33 +38,25 @@ GOOD_INPUT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    """Every OS's resolved values of CAPTURE."""
-    return {os_key: resolve_role_vars(ROLE, os_key, CAPTURE) for os_key in OS_FACTS}
-
-
 @pytest.mark.parametrize(("os_key", "codename"), [("ubuntu2204", "jammy"), ("ubuntu2404", "noble")])
-def test_lustre_client_ubuntu_repository(results, os_key, codename):
-    values = results[os_key]
+def test_lustre_client_ubuntu_repository(os_values, os_key, codename):
+    values = os_values[os_key]
     assert f"/ubuntu {codename} main" in values["__lustre_client_repo"]
     assert values["__lustre_client_packages"][0] == "lustre-client-modules-6.8.0-1015-aws"
 
 
-def test_lustre_client_al2023_and_debian(results):
-    assert results["al2023"]["__lustre_client_packages"] == ["lustre-client"]
-    debian = results["debian12"]
+def test_lustre_client_al2023_and_debian(os_values):
+    assert os_values["al2023"]["__lustre_client_packages"] == ["lustre-client"]
+    debian = os_values["debian12"]
     assert debian["__lustre_client_packages"] == [] and debian["__lustre_client_supported"] is False
 
 
-@pytest.mark.parametrize(
-    ("os_key", "variables", "fragment"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
-)
+@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
 def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
     message = role_validation_failure(ROLE, os_key, variables)
     assert message is not None and fragment in message
 
 
-@pytest.mark.parametrize(("os_key", "variables"), [c[1:] for c in GOOD_INPUT], ids=[c[0] for c in GOOD_INPUT])
+@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
 def test_good_input_passes_validation(os_key, variables):
     assert role_validation_failure(ROLE, os_key, variables) is None

@@ -47,6 +47,17 @@ def run(
     return proc
 
 
+# ansible/ansible-playbook arguments that run on this machine with the venv's Python, as a one-host inventory.
+LOCALHOST_ARGS = [
+    "-i",
+    "localhost,",
+    "-c",
+    "local",
+    "-e",
+    f"ansible_python_interpreter={VENV_BIN / 'python'}",
+]
+
+
 def playbook(name: str, *args: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess:
     """Run one of the collection's playbooks by its FQCN."""
     return run([str(VENV_BIN / "ansible-playbook"), f"trainstack.cluster.{name}", *args], check=check, **kw)

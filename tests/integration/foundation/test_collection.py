@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
-from tests.support import REPO, VENV_BIN, ansible_env, init_ansible_plugins, run
+from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, ansible_env, init_ansible_plugins, run
 
 
 def _ansible_package_collections() -> str:
@@ -55,12 +55,7 @@ def test_build_install_and_run_by_fqcn(tmp_path: Path) -> None:
         [
             str(VENV_BIN / "ansible-playbook"),
             "trainstack.cluster.ping",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={VENV_BIN / 'python'}",
+            *LOCALHOST_ARGS,
         ],
         env=env,
         cwd=tmp_path,

@@ -9,7 +9,7 @@ import json
 import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
 
-from tests.support import REPO, VENV_BIN, run
+from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, run
 
 REASON = "AWS publishes no checksum for the installer tarball"
 
@@ -73,12 +73,7 @@ def test_image_json_records_the_unverified_artifacts(tmp_path, current_stack):
     proc = run(
         [
             str(VENV_BIN / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={VENV_BIN / 'python'}",
+            *LOCALHOST_ARGS,
             str(play),
         ],
         check=False,

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from tests.support import VENV_BIN, run
+from tests.support import LOCALHOST_ARGS, VENV_BIN, run
 
 REPOSITORY = "stand-in vendor (file:///srv/repo)"
 
@@ -16,12 +16,7 @@ def repo_key(**args):
         [
             str(VENV_BIN / "ansible"),
             "all",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={VENV_BIN / 'python'}",
+            *LOCALHOST_ARGS,
             "-m",
             "trainstack.cluster.repo_key",
             "-a",

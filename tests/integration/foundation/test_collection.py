@@ -3,7 +3,6 @@ metadata (dependencies, supported ansible-core, links) and its filter documentat
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -13,7 +12,7 @@ from pathlib import Path
 import yaml
 from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
-from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, ansible_env, init_ansible_plugins, run
+from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, ansible_env, run
 
 
 def _ansible_package_collections() -> str:
@@ -129,12 +128,26 @@ def test_galaxy_urls_are_real_or_absent() -> None:
         assert value is None or (value.startswith("https://") and ".invalid" not in value), (key, value)
 
 
+# Run in a process of its own: the collection loader must be set up before the collection is first imported,
+# which a test process shared with other tests (pytest-xdist workers) cannot promise.
+_SIGNATURES = """
+import inspect, json
+from tests.support import init_ansible_plugins
+init_ansible_plugins()
+from ansible_collections.trainstack.cluster.plugins.filter.stack import FilterModule
+filters = FilterModule().filters().items()
+print(json.dumps({name: list(inspect.signature(f).parameters)[1:] for name, f in filters}))
+"""
+
+
+def _filter_signatures() -> dict[str, list[str]]:
+    """Each filter of the stack filter plugin and its arguments after the input."""
+    return json.loads(run([str(VENV_BIN / "python"), "-c", _SIGNATURES]).stdout)
+
+
 def test_every_filter_has_documentation() -> None:
     """`ansible-doc -t filter trainstack.cluster.<name>` documents every filter, with its real arguments."""
-    init_ansible_plugins()
-    from ansible_collections.trainstack.cluster.plugins.filter.stack import FilterModule
-
-    filters = FilterModule().filters()
+    filters = _filter_signatures()
     proc = run(
         [
             str(VENV_BIN / "ansible-doc"),
@@ -146,12 +159,11 @@ def test_every_filter_has_documentation() -> None:
     )
     docs = json.loads(proc.stdout)
     assert sorted(docs) == sorted(f"trainstack.cluster.{name}" for name in filters)
-    for name, function in filters.items():
+    for name, arguments in filters.items():
         doc = docs[f"trainstack.cluster.{name}"]["doc"]
         assert doc["name"] == name
         assert doc["short_description"] and doc["description"], name
         assert "_value" in docs[f"trainstack.cluster.{name}"]["return"], name
-        arguments = list(inspect.signature(function).parameters)[1:]
         assert sorted(doc["options"]) == sorted(["_input", *arguments]), name
         assert [p.strip() for p in (doc.get("positional") or "").split(",") if p.strip()] == arguments, name
 

@@ -4,7 +4,7 @@ locals {
   repo_root  = abspath("${path.root}/..")
   packer_dir = abspath(path.root)
   # The stack to install: -var stack_id=..., else the collection's current stack (stacks/current, its one default).
-  stack_id = var.stack_id != "" ? var.stack_id : trimspace(file("${path.root}/../stacks/current"))
+  stack_id = var.stack_id != "" ? var.stack_id : trimspace(file(abspath("${path.root}/../stacks/current")))
 
   common_tags = merge(var.extra_tags, {
     "trainstack:stack"    = local.stack_id

@@ -9,6 +9,7 @@ by `dynamic "source"` blocks, so they are checked as `packer console` evaluates 
 import importlib.util
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import hcl2
@@ -227,3 +228,20 @@ def test_ami_finalize_reads_the_last_run_in_every_region():
 def test_ami_finalize_refuses_a_non_ami_artifact():
     with pytest.raises(ValueError, match="not region:ami-id"):
         _ami_finalize().last_build_amis({"builds": [{"artifact_id": "VM"}]})
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+@pytest.mark.parametrize(("extra", "expected"), [([], None), (["-var", "stack_id=ts-2025.12"], "ts-2025.12")])
+def test_stack_id_defaults_to_the_current_stack(extra, expected):
+    """Packer evaluates the stack the build installs: stacks/current unless -var stack_id names another.
+    Run as `make` runs Packer: from the repository root, with the template directory given relatively."""
+    proc = subprocess.run(
+        ["packer", "console", *extra, "packer"],
+        input="local.stack_id\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    current = (REPO / "stacks" / "current").read_text().strip()
+    assert proc.stdout.strip() == (expected or current), proc.stdout + proc.stderr

@@ -585,3 +585,20 @@ def case_params(cases: list[tuple]) -> list:
     import pytest
 
     return [pytest.param(*case[1:], id=case[0]) for case in cases]
+
+
+def input_validation_tests(role_name: str, bad: list[tuple], good: list[tuple]) -> tuple:
+    """The two input tests a role's test file has: each bad input is refused with a message naming the
+    variable (the case's fragment), each good input passes. Assign the pair to module-level `test_*` names."""
+    import pytest
+
+    @pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(bad))
+    def refused(os_key: str, variables: dict, fragment: str) -> None:
+        message = role_validation_failure(role_name, os_key, variables)
+        assert message is not None and fragment in message
+
+    @pytest.mark.parametrize(("os_key", "variables"), case_params(good))
+    def accepted(os_key: str, variables: dict) -> None:
+        assert role_validation_failure(role_name, os_key, variables) is None
+
+    return refused, accepted

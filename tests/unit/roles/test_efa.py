@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support import (
-    case_params,
     current_stack,
+    input_validation_tests,
     resolve_role_vars,
-    role_validation_failure,
     stack_artifact,
 )
 
@@ -79,12 +78,6 @@ def test_standalone_role_reads_the_collections_stack():
     }
 
 
-@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
-def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
-    message = role_validation_failure(ROLE, os_key, variables)
-    assert message is not None and fragment in message
-
-
-@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
-def test_good_input_passes_validation(os_key, variables):
-    assert role_validation_failure(ROLE, os_key, variables) is None
+test_bad_input_is_refused_naming_the_variable, test_good_input_passes_validation = input_validation_tests(
+    ROLE, BAD_INPUT, GOOD_INPUT
+)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support import (
-    case_params,
     current_stack,
-    role_validation_failure,
+    input_validation_tests,
     stack_artifact,
 )
 
@@ -50,12 +49,6 @@ def test_enroot_on_al2023_wants_an_rpm(os_values):
     assert values["__enroot_pyxis_enroot_package"] == {}
 
 
-@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
-def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
-    message = role_validation_failure(ROLE, os_key, variables)
-    assert message is not None and fragment in message
-
-
-@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
-def test_good_input_passes_validation(os_key, variables):
-    assert role_validation_failure(ROLE, os_key, variables) is None
+test_bad_input_is_refused_naming_the_variable, test_good_input_passes_validation = input_validation_tests(
+    ROLE, BAD_INPUT, GOOD_INPUT
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import case_params, current_stack, role_validation_failure
+from tests.support import current_stack, input_validation_tests
 
 ROLE = "lustre_client"
 STACK = current_stack()
@@ -51,12 +51,6 @@ def test_lustre_client_al2023_and_debian(os_values):
     assert debian["__lustre_client_packages"] == [] and debian["__lustre_client_supported"] is False
 
 
-@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
-def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
-    message = role_validation_failure(ROLE, os_key, variables)
-    assert message is not None and fragment in message
-
-
-@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
-def test_good_input_passes_validation(os_key, variables):
-    assert role_validation_failure(ROLE, os_key, variables) is None
+test_bad_input_is_refused_naming_the_variable, test_good_input_passes_validation = input_validation_tests(
+    ROLE, BAD_INPUT, GOOD_INPUT
+)

@@ -3,9 +3,7 @@ rendered in process, as a play would: tests/support.py role_templar), and the in
 
 from __future__ import annotations
 
-import pytest
-
-from tests.support import case_params, current_stack, role_validation_failure
+from tests.support import current_stack, input_validation_tests
 
 ROLE = "nvme_scratch"
 STACK = current_stack()
@@ -25,12 +23,6 @@ def test_nvme_scratch_discovers_only_outside_containers(os_values):
     assert "mdadm" in os_values["al2023"]["__nvme_scratch_packages"]
 
 
-@pytest.mark.parametrize(("os_key", "variables", "fragment"), case_params(BAD_INPUT))
-def test_bad_input_is_refused_naming_the_variable(os_key, variables, fragment):
-    message = role_validation_failure(ROLE, os_key, variables)
-    assert message is not None and fragment in message
-
-
-@pytest.mark.parametrize(("os_key", "variables"), case_params(GOOD_INPUT))
-def test_good_input_passes_validation(os_key, variables):
-    assert role_validation_failure(ROLE, os_key, variables) is None
+test_bad_input_is_refused_naming_the_variable, test_good_input_passes_validation = input_validation_tests(
+    ROLE, BAD_INPUT, GOOD_INPUT
+)

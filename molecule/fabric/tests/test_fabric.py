@@ -18,7 +18,8 @@ sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix  # noqa: E402
 
-STACK = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())
+CURRENT = (REPO / "stacks" / "current").read_text().strip()
+STACK = yaml.safe_load((REPO / "stacks" / f"{CURRENT}.yml").read_text())
 RULES = yaml.safe_load((REPO / "stacks" / "rules.yml").read_text())["rules"]
 VERSIONS = {name: str(comp["version"]) for name, comp in STACK["components"].items()}
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-STACK = yaml.safe_load((Path(__file__).resolve().parents[3] / "stacks" / "ts-2026.10.yml").read_text())
+STACKS = Path(__file__).resolve().parents[3] / "stacks"
+STACK = yaml.safe_load((STACKS / f"{(STACKS / 'current').read_text().strip()}.yml").read_text())
 NCCL_VERSION = STACK["components"]["nccl"]["version"]
 TOOLKIT_VERSION = "1.20.1"
 REPO_NODE = "ts-m-nvidia-userspace-2"

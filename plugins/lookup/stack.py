@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: stack
-author: trainstack maintainers
+author: trainstack maintainers (@trainstack)
 short_description: A training stack's pins for one host, with the lock file's checksums
 description:
   - Returns, for each component named, what the stack pins for the host's OS and architecture

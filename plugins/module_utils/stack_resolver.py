@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import locked_digest
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
     StackError,
@@ -33,6 +32,14 @@ CURRENT_MARKER = "current"
 _OS_PREFIX = {"amazon": "amzn", "ubuntu": "ubuntu", "debian": "debian", "redhat": "rhel", "rocky": "rocky"}
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VARIANT_RE = re.compile(r"^[a-z0-9]+$")
+
+
+def _load_yaml(path: Path) -> Any:
+    """Parse a YAML file. PyYAML is imported here, not at the top: the resolver runs on the controller, which
+    has it, while module_utils must import on any target Python (ansible-test's import check)."""
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def os_id(facts: Mapping[str, Any]) -> str:
@@ -67,7 +74,7 @@ def available(directory: Path) -> list[str]:
     whose ``id`` is their own name (rules.yml and the instance catalog have none)."""
     found = []
     for path in sorted(directory.glob("*.yml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = _load_yaml(path)
         if isinstance(data, dict) and str(data.get("id")) == path.stem:
             found.append(path.stem)
     return found
@@ -91,7 +98,7 @@ def load_stack(directory: Path, stack: str | Mapping[str, Any] | None) -> dict[s
         return dict(stack)
     stack_id = str(stack) if stack else current_stack_id(directory)
     path = stack_path(directory, stack_id)
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = _load_yaml(path)
     if not isinstance(data, dict) or str(data.get("id")) != stack_id:
         found = data.get("id") if isinstance(data, dict) else None
         raise StackError(f"{path}: its id must be '{stack_id}' (the file name), found {found!r}")
@@ -116,7 +123,7 @@ def load_lock(directory: Path, stack_id: str) -> dict[str, Any]:
 def load_rules(directory: Path) -> list[dict[str, Any]]:
     """The compatibility rules every stack is checked against (``rules.yml``)."""
     path = directory / "rules.yml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    data = _load_yaml(path) if path.is_file() else None
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise StackError(f"{path}: has no 'rules' list")
     return data["rules"]

@@ -29,7 +29,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("tracker state", r"\bmark(?:ing|ed)?\b[^.\n]{0,40}\bblocked\b"),
     ("file outside the repository", r"\bENVIRONMENT\.md\b|\bhelper-common\.md\b|\.\./shared/(?-i:[A-Z])"),
 )
-PATTERN = re.compile("|".join(f"(?P<r{i}>{rx})" for i, (_, rx) in enumerate(RULES)), re.IGNORECASE)
+PATTERN = re.compile("|".join(f"(?P<r{i}>{rx})" for i, (_rule_name, rx) in enumerate(RULES)), re.IGNORECASE)
 SKIPPED_DIRS = ("changelogs/",)
 # This file quotes the wording it looks for, as examples for its rules.
 SELF = Path(__file__).resolve().relative_to(REPO).as_posix()
@@ -83,7 +83,7 @@ def hits_in(text: str) -> list[tuple[int, str, str]]:
 )
 def test_rules_catch_development_wording(line: str, expected: str) -> None:
     """Each rule catches the wording it is for, so a rule that stops matching is noticed."""
-    assert [rule for _, rule, _ in hits_in(line)] == [expected]
+    assert [rule for _number, rule, _text in hits_in(line)] == [expected]
 
 
 @pytest.mark.parametrize(

@@ -183,7 +183,7 @@ def _build_sources(build: dict[str, Any], sources: dict[str, Any], console: Cons
             if kind == "amazon-ebs":
                 merged[_strip_quotes(override.get("name", name))] = _merge(sources[name], override, ref)
     for ref in build.get("sources", []):
-        _, kind, name = _strip_quotes(ref).split(".", 2)
+        _keyword, kind, name = _strip_quotes(ref).split(".", 2)
         if kind == "amazon-ebs":
             merged[name] = sources[name]
     for block in build.get("dynamic", []):

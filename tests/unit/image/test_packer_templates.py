@@ -167,7 +167,7 @@ def test_builds_are_the_flavours_plus_local(builds):
 def test_every_flavour_build_names_and_tags_its_amis(images, builds):
     per_flavour = {flavour: set() for flavour in FLAVOURS}
     for name, image in images.items():
-        flavour, _, source = name.split(".", 2)
+        flavour, _builder, source = name.split(".", 2)
         per_flavour[flavour].add(source)
         assert image["ami_name"] == f"trainstack-ts-probe-{flavour}-{source}-<timestamp>", name
         assert image["tags"]["trainstack:flavour"] == flavour and image["tags"]["Name"].endswith(source)

@@ -151,7 +151,7 @@ def _callers() -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("caller", _callers(), ids=lambda c: f"{c[0]}:{c[1]}:{c[2]}")
 def test_callers_name_declared_entry_points(caller: tuple[str, str, str]) -> None:
-    _, role, entry = caller
+    _caller_file, role, entry = caller
     assert entry.removesuffix(".yml") in entry_points(REPO / "roles" / role)
 
 

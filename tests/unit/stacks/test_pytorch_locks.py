@@ -69,10 +69,11 @@ def test_lock_for_every_verifiable_variant(stack_file, variant, wheels):
     comp = next(c for o in stack["scope"]["os"] for c in [sm.resolve(stack, o, "x86_64").get("pytorch")] if c)
     for extra in comp.get("extra_packages") or []:
         name, version = extra.split("==")
-        assert version in [v for v, _ in entries.get(name.lower(), [])], f"{lock.name} does not pin {extra}"
+        pinned = [v for v, _digests in entries.get(name.lower(), [])]
+        assert version in pinned, f"{lock.name} does not pin {extra}"
     if variant == "cuda":
         nccl = f"nvidia-nccl-cu{comp['cuda_runtime'].split('.')[0]}"
-        assert [v for v, _ in entries[nccl]] == [comp["nccl_pin"]], (
+        assert [v for v, _digests in entries[nccl]] == [comp["nccl_pin"]], (
             f"{lock.name}: {nccl} is not the stack's pin"
         )
     else:

@@ -102,7 +102,7 @@ def expand_hostlist(hostlist: str) -> list[str]:
             continue
         prefix, ranges, suffix = match.groups()
         for item in ranges.split(","):
-            lo, _, hi = item.partition("-")
+            lo, _dash, hi = item.partition("-")
             if not hi:
                 hosts.append(f"{prefix}{lo}{suffix}")
                 continue
@@ -128,7 +128,7 @@ def _task_set(text: str | None) -> set[int] | None:
         return None
     tasks: set[int] = set()
     for item in text.strip("[]").split("%")[0].split(","):
-        lo, _, hi = item.partition("-")
+        lo, _dash, hi = item.partition("-")
         if lo.isdigit():
             tasks.update(range(int(lo), int(hi or lo) + 1))
     return tasks
@@ -169,7 +169,7 @@ def _elapsed_seconds(text: str) -> int | None:
     """Parse squeue's TIME / scontrol's RunTime ([days-]hours:minutes:seconds, or minutes:seconds)."""
     if not text or text in ("INVALID", "UNLIMITED", "Unknown"):
         return None
-    days, _, rest = text.rpartition("-")
+    days, _dash, rest = text.rpartition("-")
     parts = [int(p) for p in rest.split(":")]
     while len(parts) < 3:
         parts.insert(0, 0)
@@ -193,7 +193,7 @@ def _state_word(state: str) -> str:
 
 def _exit_pair(text: str) -> tuple[int | None, int | None]:
     """``3:0`` (exit code : signal) as printed by sacct and scontrol."""
-    code, _, sig = text.partition(":")
+    code, _colon, sig = text.partition(":")
     return (int(code) if code.isdigit() else None, int(sig) if sig.isdigit() else None)
 
 

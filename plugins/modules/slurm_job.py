@@ -245,7 +245,7 @@ class Slurm:
         """Records squeue has for this job (also ended ones, for MinJobAge seconds)."""
         base = base_job_id(job_id)
         if self.squeue_json:
-            rc, out, _ = self._run(["squeue", "--json", "--states=all", "--job", base])
+            rc, out, _err = self._run(["squeue", "--json", "--states=all", "--job", base])
             try:
                 everything = parse_squeue_json(out, int(time.time())) if rc == 0 else None
             except (ValueError, KeyError, TypeError):
@@ -256,7 +256,7 @@ class Slurm:
                 return select_records(job_id, mine)
             self.squeue_json = False
         argv = ["squeue", "--noheader", "--states=all", "--job", base, "--format", SQUEUE_FORMAT]
-        rc, out, _ = self._run(argv)
+        rc, out, _err = self._run(argv)
         return select_records(job_id, parse_squeue(out)) if rc == 0 else []
 
     def sacct(self, job_id: str) -> list[JobInfo] | None:
@@ -265,7 +265,7 @@ class Slurm:
             return None
         base = base_job_id(job_id)
         if self.sacct_json:
-            rc, out, _ = self._run(["sacct", "--json", "-j", base])
+            rc, out, _err = self._run(["sacct", "--json", "-j", base])
             try:
                 everything = parse_sacct_json(out) if rc == 0 else None
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -285,7 +285,7 @@ class Slurm:
 
     def scontrol(self, job_id: str) -> list[JobInfo]:
         """Records slurmctld still holds for this job, with exit codes; empty once it has forgotten it."""
-        rc, out, _ = self._run(["scontrol", "--oneliner", "show", "job", base_job_id(job_id)])
+        rc, out, _err = self._run(["scontrol", "--oneliner", "show", "job", base_job_id(job_id)])
         return select_records(job_id, parse_scontrol(out)) if rc == 0 else []
 
     def lookup(self, job_id: str) -> JobInfo | None:
@@ -321,10 +321,10 @@ def newest_job_id(module: AnsibleModule, slurm: Slurm, name: str) -> str:
     if active:
         return base_job_id(active[0].job_id)
     argv = ["sacct", "--noheader", "--parsable2", "-X", "--name", name, "--starttime", "now-7days"]
-    rc, out, _ = module.run_command([*argv, "--format=JobID"])
+    rc, out, _err = module.run_command([*argv, "--format=JobID"])
     if rc != 0:
         argv = ["squeue", "--noheader", "--states=all", "--name", name]
-        rc, out, _ = module.run_command([*argv, "--format=%i"])
+        rc, out, _err = module.run_command([*argv, "--format=%i"])
     ids = {base_job_id(line.strip()) for line in out.splitlines()} if rc == 0 else set()
     ids = {i for i in ids if i.isdigit()}
     return max(ids, key=int) if ids else ""

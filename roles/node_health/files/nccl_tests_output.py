@@ -285,7 +285,8 @@ def parse_output(text: str, op: str = "all_reduce") -> ParsedOutput:
     errors = [error for reader in readers.values() for error in reader.errors]
     tables = {key: reader for key, reader in readers.items() if reader.rows or reader.groups}
     if len(tables) > 1:
-        ranks = ", ".join(str(rank) for rank, _ in sorted(tables, key=lambda k: (k[0] is None, k[0] or 0)))
+        keys = sorted(tables, key=lambda k: (k[0] is None, k[0] or 0))
+        ranks = ", ".join(str(rank) for rank, _table in keys)
         result.unparsable = f"tables from {len(tables)} ranks ({ranks}): each task ran its own test (no MPI?)"
         return result
     key, reader = next(iter(tables.items()), ((None, "stdout"), StreamReader()))

@@ -289,7 +289,7 @@ def parse_mountinfo(text: str) -> dict[str, str]:
     """Mount point -> filesystem type, from /proc/self/mountinfo (the last mount on a path wins)."""
     mounts = {}
     for line in text.splitlines():
-        left, _, right = line.partition(" - ")
+        left, _sep, right = line.partition(" - ")
         fields = left.split()
         if len(fields) >= 5 and right:
             mounts[fields[4].replace("\\040", " ")] = right.split()[0]
@@ -666,7 +666,7 @@ def check_mounts(probe: Probe) -> Result:
     mounts = parse_mountinfo((probe.proc / "self" / "mountinfo").read_text(encoding="utf-8"))
     problems = []
     for item in wanted:
-        path, _, fstype = item.partition(":")
+        path, _sep, fstype = item.partition(":")
         if path not in mounts:
             problems.append(f"{path} not mounted")
         elif fstype and mounts[path] != fstype:

@@ -45,7 +45,7 @@ def matmul(device: torch.device) -> dict[str, Any]:
         torch.cuda.synchronize(device)
     started = time.perf_counter()
     reps = 20
-    for _ in range(reps):
+    for _rep in range(reps):
         x @ x
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -88,7 +88,7 @@ def allreduce(world: int, backend: str) -> dict[str, Any]:
     mp.start_processes(
         _allreduce_worker, args=(world, _free_port(), backend, queue), nprocs=world, start_method="spawn"
     )
-    rows = [queue.get(timeout=60) for _ in range(world)]
+    rows = [queue.get(timeout=60) for _rank in range(world)]
     seconds = max(r["seconds"] for r in rows)
     size = rows[0]["bytes"]
     busbw = size / seconds / 1e9 * (2 * (world - 1) / world) if world > 1 else 0.0

@@ -97,10 +97,10 @@ molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS
 	  || { tail -n 40 .cache/lab-up.log; exit 1; }
 	scripts/run-molecule.sh $(MOLECULE_SCENARIOS)
 
-# Two workers: one runs every test that uses the lab or LXC (one group, in order), the other the self-contained
-# ones (moto, manifests, the local launcher); see tests/integration/conftest.py.
+# One process, in collection order: the lab tests depend on running after one another (teardown last). The
+# lab/LXC tests carry an xdist group (tests/integration/conftest.py) for `PYTEST_ARGS="-n 2 --dist loadgroup"`.
 integration: setup ## integration tests (lab, moto, packer)
-	$(BIN)/pytest tests/integration -m "not slow" -n 2 --dist loadgroup --durations=12 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "not slow" --durations=12 $(PYTEST_ARGS)
 
 # Stages run in order and the run ends with the seconds each took (set-up counts: on a fresh machine it is most).
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time

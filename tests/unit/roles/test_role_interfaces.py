@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,19 @@ def test_package_tasks_retry_a_mirror_that_drops_a_connection() -> None:
                 if not (register and task.get("until") == f"{register} is succeeded" and task.get("retries")):
                     missing.append(f"{path.relative_to(REPO)}: {task.get('name')}")
     assert missing == []
+
+
+# Variables any role may read besides its own: the collection-wide ones of docs/architecture.md.
+COLLECTION_VARIABLES = ("trainstack_stack", "trainstack_shared_dir", "trainstack_proxy_env")
+
+
+@pytest.mark.parametrize("role", [r for r in ROLES if r.name != "lab"], ids=lambda r: r.name)
+def test_product_roles_read_no_lab_variable(role: Path) -> None:
+    """The lab is one inventory among many: what it needs (its proxy) reaches roles as collection variables."""
+    found = sorted(
+        f"{path.relative_to(REPO)}: {name}"
+        for path in role.rglob("*")
+        if path.is_file() and path.suffix in {".yml", ".yaml", ".j2", ".py", ".sh"}
+        for name in set(re.findall(r"\b(?:trainstack_lab_\w+|lab_[a-z]\w*)", path.read_text()))
+    )
+    assert not found, f"{role.name} reads lab variables (use {', '.join(COLLECTION_VARIABLES)}): {found}"

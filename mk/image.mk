@@ -10,7 +10,8 @@ PACKER         ?= packer
 IMAGE_REVISION := $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null || echo unknown)
 PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) -var output_dir=$(IMAGE_OUT) \
                   -var ansible_playbook=$(BIN)/ansible-playbook $(if $(IMAGE_CACHE_DIR),-var lxc_cache_dir=$(IMAGE_CACHE_DIR))
-LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/trainstack-$(STACK)-$(IMAGE_FLAVOUR)-debian12.rootfs.tar
+# What a local build leaves for its users: Packer's manifest, which names the lab rootfs (custom_data.lab_rootfs).
+LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/packer-manifest.json
 
 .PHONY: check-stack mirror lint-packer image-local image-ami bench-image
 check-stack: setup ## check a stack against stacks/rules.yml (STACK=<id>, default stacks/current)
@@ -25,7 +26,7 @@ lint-packer: setup ## packer fmt -check and packer validate of every build (Pack
 	$(PACKER) fmt -check packer
 	$(PACKER) validate $(PACKER_VARS) packer
 
-image-local: setup wheelhouse ## build the local Debian 12 image (LXC) into $(LOCAL_IMAGE)
+image-local: setup wheelhouse ## build the local Debian 12 image (LXC); its manifest: $(LOCAL_IMAGE)
 	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) packer
 	@echo "image-local: $(LOCAL_IMAGE)"
 

@@ -1,5 +1,5 @@
 # Local image: the same playbook applied to a Debian 12 LXC container, exported as a root filesystem tarball that
-# the lab boots (`make lab-up LAB_BASE_IMAGE=...`, docs/image-factory.md).
+# the lab boots (`make lab-up LAB_BASE_IMAGE=<its packer-manifest.json>`, docs/image-factory.md).
 #
 # Provisioning path: Packer 1.6.6's ansible provisioner (through its SSH proxy, which offers only ssh-rsa host keys)
 # hangs at "Gathering Facts" against this builder even with ssh-rsa allowed, so a shell-local provisioner runs the
@@ -10,7 +10,7 @@ source "lxc" "debian12" {
   template_name       = "${local.packer_dir}/lxc/lxc-trainstack-debian"
   template_parameters = ["--suite", var.lxc_suite, "--mirror", var.lxc_mirror, "--cache-dir", var.lxc_cache_dir]
   container_name      = var.lxc_container_name
-  output_directory    = "${var.output_dir}/local-${var.local_flavour}/packer"
+  output_directory    = "${local.local_outdir}/packer"
   target_runlevel     = 3
   init_timeout        = "120s"
 }
@@ -21,7 +21,7 @@ build {
 
   provisioner "shell-local" {
     environment_vars = local.ansible_env
-    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_cache_mounted=true -e image_json_dest=${abspath(var.output_dir)}/local-${var.local_flavour}/image.json"
+    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_cache_mounted=true -e image_json_dest=${local.local_outdir}/image.json"
     inline_shebang   = "/bin/sh -e"
     inline           = []
   }
@@ -33,12 +33,12 @@ build {
 
   post-processors {
     post-processor "manifest" {
-      output      = "${var.output_dir}/local-${var.local_flavour}/packer-manifest.json"
+      output      = "${local.local_outdir}/packer-manifest.json"
       strip_path  = false
-      custom_data = { stack = local.stack_id, flavour = var.local_flavour, revision = var.source_revision }
+      custom_data = { stack = local.stack_id, flavour = var.local_flavour, revision = var.source_revision, lab_rootfs = local.lab_rootfs }
     }
     post-processor "shell-local" {
-      inline = ["${local.packer_dir}/scripts/lab-rootfs.sh ${var.output_dir}/local-${var.local_flavour}/packer/rootfs.tar.gz ${var.output_dir}/local-${var.local_flavour}/trainstack-${local.stack_id}-${var.local_flavour}-debian12.rootfs.tar"]
+      inline = ["${local.packer_dir}/scripts/lab-rootfs.sh ${local.local_outdir}/packer/rootfs.tar.gz ${local.lab_rootfs}"]
     }
   }
 }

@@ -12,6 +12,11 @@ locals {
     "trainstack:built"    = local.timestamp
   })
 
+  # The local build's outputs, in one place: Packer's manifest records the lab rootfs path (custom_data.lab_rootfs)
+  # so that callers (make demo, the lab's lab_base_image) read it from there instead of rebuilding the name.
+  local_outdir = "${abspath(var.output_dir)}/local-${var.local_flavour}"
+  lab_rootfs   = "${local.local_outdir}/trainstack-${local.stack_id}-${var.local_flavour}-debian12.rootfs.tar"
+
   ansible_env = [
     "ANSIBLE_CONFIG=${local.repo_root}/ansible.cfg",
     "ANSIBLE_COLLECTIONS_PATH=${local.repo_root}/.cache/collections",

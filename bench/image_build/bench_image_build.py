@@ -58,11 +58,12 @@ def build(label: str, stack: str, flavour: str, out: Path, cache: Path) -> Run:
         sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-2000:])
         raise SystemExit(f"bench-image: {label} build failed ({proc.returncode})")
     local = out / f"local-{flavour}"
+    builds = json.loads((local / "packer-manifest.json").read_text())["builds"]
     return Run(
         label=label,
         seconds=round(seconds, 1),
         packer_artifact_bytes=(local / "packer" / "rootfs.tar.gz").stat().st_size,
-        lab_rootfs_bytes=(local / f"trainstack-{stack}-{flavour}-debian12.rootfs.tar").stat().st_size,
+        lab_rootfs_bytes=Path(builds[-1]["custom_data"]["lab_rootfs"]).stat().st_size,
         cache_bytes=dir_bytes(cache),
     )
 

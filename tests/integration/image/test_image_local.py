@@ -66,6 +66,8 @@ def test_image_json_records_the_stack_read_from_the_system(local_image):
         "stack": STACK,
         "flavour": FLAVOUR,
         "revision": revision,
+        # The one place the lab rootfs path is written (make demo and the lab read it from here).
+        "lab_rootfs": str(outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"),
     }
 
 

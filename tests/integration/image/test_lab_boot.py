@@ -21,7 +21,8 @@ def ssh(*command):
 @pytest.fixture
 def booted_node(local_image, lab_required, tmp_path):
     outdir, _ = local_image
-    image = outdir / f"trainstack-{STACK}-{FLAVOUR}-debian12.rootfs.tar"
+    # As make demo does: the lab is given the build's Packer manifest and reads the rootfs path from it.
+    image = outdir / "packer-manifest.json"
     book = [str(VENV_BIN / "ansible-playbook"), f"{HERE}/boot_lab_node.yml"]
     run([*book, "-e", "boot_node_state=absent"])
     run([*book, "-e", f"boot_image={image}", "-e", f"boot_inventory={tmp_path}/hosts.yml"])

@@ -6,14 +6,17 @@ command runs.
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO, VENV_BIN, run
+from tests.support import REPO, VENV_BIN, assert_task_failure, role_data_templar, run, template_value
 
 ROLE = REPO / "roles" / "lab"
 SHARED = "/srv/lab-shared"  # a fine shared directory, for cases about the state directory it defaults under
@@ -118,3 +121,45 @@ def test_removal_refuses_a_state_dir_it_would_empty(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "lab_state_dir '/' must be an absolute path at least two levels deep" in proc.stdout + proc.stderr
     assert "TASK [trainstack.cluster.lab : Stop and remove containers]" not in proc.stdout
+
+
+def _manifest_rootfs(manifest: object | None) -> tuple[object, str | None]:
+    """The rootfs the lab takes from a Packer manifest, and the check's message (None: it passes)."""
+    slurped = (
+        {"failed": True} if manifest is None else {"content": base64.b64encode(json.dumps(manifest).encode())}
+    )
+    templar = role_data_templar("lab", lab_base_image="/b/local-slurm-gpu/packer-manifest.json")
+    templar.available_variables = {**templar.available_variables, "__lab_base_manifest": slurped}
+    block = next(t for t in yaml_tasks("base_image.yml") if t["name"].startswith("Read the rootfs path"))[
+        "block"
+    ]
+    expression = block[1]["ansible.builtin.set_fact"]["__lab_base_manifest_rootfs"].strip()[2:-2]
+    rootfs = template_value(templar, expression)
+    templar.available_variables = {**templar.available_variables, "__lab_base_manifest_rootfs": rootfs}
+    return rootfs, assert_task_failure(templar, block[2])
+
+
+def yaml_tasks(name: str) -> list[dict]:
+    return yaml.safe_load((ROLE / "tasks" / name).read_text())
+
+
+def test_a_local_builds_packer_manifest_names_the_rootfs() -> None:
+    older = {"custom_data": {"lab_rootfs": "/b/old.rootfs.tar"}}
+    newest = {"custom_data": {"stack": "s", "lab_rootfs": "/b/local-slurm-gpu/new.rootfs.tar"}}
+    assert _manifest_rootfs({"builds": [older, newest]}) == ("/b/local-slurm-gpu/new.rootfs.tar", None)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "said"),
+    [
+        ({"builds": []}, "names no builds[-1].custom_data.lab_rootfs"),
+        ({"builds": [{"custom_data": {"stack": "s"}}]}, "names no builds[-1].custom_data.lab_rootfs"),
+        ({"last_run_uuid": "x"}, "names no builds[-1].custom_data.lab_rootfs"),
+        (None, "it cannot be read"),
+    ],
+    ids=["no-builds", "amazon-build", "not-a-manifest", "unreadable"],
+)
+def test_a_manifest_without_a_lab_rootfs_is_refused(manifest: object, said: str) -> None:
+    rootfs, message = _manifest_rootfs(manifest)
+    assert rootfs == ""
+    assert message and said in message and "make image-local" in message

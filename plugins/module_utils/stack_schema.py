@@ -184,7 +184,7 @@ class _Validator:
             return
         unknown = set(schema) - _ANNOTATIONS - set(_KEYWORDS)
         if unknown:
-            raise ValueError(f"stack schema uses keywords this validator lacks: {sorted(unknown)}")
+            raise ValueError(f"schema uses keywords this validator lacks: {sorted(unknown)}")
         if not self._type_ok(schema, value, path):
             return
         for keyword, handler in _KEYWORDS.items():
@@ -199,7 +199,7 @@ class _Validator:
     def _resolve(self, ref: str) -> Mapping[str, Any]:
         prefix = "#/$defs/"
         if not ref.startswith(prefix):
-            raise ValueError(f"stack schema: only local $defs references are supported, not {ref}")
+            raise ValueError(f"schema: only local $defs references are supported, not {ref}")
         return self.root["$defs"][ref[len(prefix) :]]
 
     def _type_ok(self, schema: Mapping[str, Any], value: Any, path: str) -> bool:
@@ -281,6 +281,21 @@ def _k_pattern(v: _Validator, schema: Mapping[str, Any], value: Any, path: str) 
         v.error(path, f"{value!r} does not match {schema['pattern']}")
 
 
+def _k_minimum(v: _Validator, schema: Mapping[str, Any], value: Any, path: str) -> None:
+    if _TYPES["number"](value) and value < schema["minimum"]:
+        v.error(path, f"{value!r} is less than the minimum {schema['minimum']}")
+
+
+def _k_maximum(v: _Validator, schema: Mapping[str, Any], value: Any, path: str) -> None:
+    if _TYPES["number"](value) and value > schema["maximum"]:
+        v.error(path, f"{value!r} is more than the maximum {schema['maximum']}")
+
+
+def _k_max_length(v: _Validator, schema: Mapping[str, Any], value: Any, path: str) -> None:
+    if isinstance(value, str) and len(value) > schema["maxLength"]:
+        v.error(path, f"must be at most {schema['maxLength']} characters long")
+
+
 def _k_enum(v: _Validator, schema: Mapping[str, Any], value: Any, path: str) -> None:
     if value not in schema["enum"]:
         v.error(path, f"{value!r} is not one of {', '.join(map(str, schema['enum']))}")
@@ -315,6 +330,9 @@ _KEYWORDS = {
     "items": _k_items,
     "minItems": _k_min_items,
     "minLength": _k_min_length,
+    "maxLength": _k_max_length,
+    "minimum": _k_minimum,
+    "maximum": _k_maximum,
     "pattern": _k_pattern,
     "enum": _k_enum,
     "const": _k_const,

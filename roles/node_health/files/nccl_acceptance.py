@@ -8,13 +8,15 @@ then re-pairing each member of a slow pair with a node already proven good names
 n/2 + 2k measurements for k slow nodes, instead of n(n-1)/2.
 
 The measurement is a Slurm job running the ``nccl/collectives`` test case (or nccl-tests' all_reduce_perf),
-whose output ``nccl_tests_output`` reads (staged next to this script). The search only sees a function
-``nodes -> Measurement`` (or a plain bus bandwidth in GB/s), which is what the unit tests replace. A job whose
-output cannot be read, or that did not check its results, says nothing about the nodes: the search stops and
-reports why instead of calling the fabric slow. Wrong elements fail the check like a slow job, and the search
-names the nodes whose pairs return them; a job that fails outright (non-zero exit, no wrong elements to show)
-is a failure, not a bandwidth, and the search names the nodes whose jobs fail. Standard library only: it runs
-on the login/head node.
+whose output ``nccl_tests_output`` reads (staged next to this script). The all-node job may have run already
+through the collection's launch path (the training_job role: same environment, staging and job following as
+any training run); ``--first-output`` hands its log over, and only the search's jobs run here. The search only
+sees a function ``nodes -> Measurement`` (or a plain bus bandwidth in GB/s), which is what the unit tests
+replace. A job whose output cannot be read, or that did not check its results, says nothing about the nodes:
+the search stops and reports why instead of calling the fabric slow. Wrong elements fail the check like a
+slow job, and the search names the nodes whose pairs return them; a job that fails outright (non-zero exit,
+no wrong elements to show) is a failure, not a bandwidth, and the search names the nodes whose jobs fail.
+Standard library only: it runs on the login/head node.
 """
 
 from __future__ import annotations
@@ -211,6 +213,33 @@ class SlurmMeasure:
         return result
 
 
+@dataclass
+class RecordedFirst:
+    """The all-node measurement read from a job that already ran; every later one is measured by ``then``."""
+
+    nodes: list[str]
+    output: Path
+    summary: Path | None
+    failure: str
+    then: Measure
+    op: str = "all_reduce"
+    used: bool = False
+
+    def __call__(self, nodes: Sequence[str]) -> float | Measurement:
+        """The recorded job for the first call across every node, ``then`` for the rest."""
+        if self.used or list(nodes) != self.nodes:
+            return self.then(nodes)
+        self.used = True
+        text = self.output.read_text(encoding="utf-8", errors="replace") if self.output.is_file() else ""
+        result = read_job(text, self.summary, self.op)
+        if not self.output.is_file() and not self.failure:
+            result.unparsable = f"the job left no log at {self.output}"
+        # As for srun: wrong elements explain a failed job; anything else is the job failing.
+        if self.failure and not (result.problems and not result.unparsable):
+            raise RuntimeError(f"the launched job failed: {self.failure}")
+        return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """0: accepted; 1: below the floor, wrong results or failed jobs (culprits named in the JSON);
     2: bad input; 3: the benchmark's output could not be judged (unreadable, or results not checked)."""
@@ -225,14 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--srun-arg", action="append", default=[], help="extra srun argument (repeatable)")
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--first-output", type=Path, help="log of the all-node job, already run")
+    parser.add_argument("--first-summary", type=Path, help="summary that job was asked to write")
+    parser.add_argument("--first-failed", default="", help="why that job failed (empty: it completed)")
     args = parser.parse_args(argv)
     nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
     if args.threshold_gbps <= 0 or args.tasks_per_node < 1:
         print("nccl_acceptance: --threshold-gbps must be > 0 and --tasks-per-node >= 1", file=sys.stderr)
         return 2
-    measure = SlurmMeasure(
+    measure: Measure = SlurmMeasure(
         args.command, args.partition, args.tasks_per_node, args.timeout, args.workdir, args.srun_arg, args.op
     )
+    if args.first_output:
+        measure = RecordedFirst(
+            nodes, args.first_output, args.first_summary, args.first_failed, measure, args.op
+        )
     try:
         search = pairwise_search(nodes, measure, args.threshold_gbps)
     except ValueError as err:

@@ -72,6 +72,18 @@ def test_a_valid_request_passes_every_rule() -> None:
         ({"training_job_results_dir": "//"}, "training_job_results_dir '//'"),
         ({"training_job_python": "python3"}, "training_job_python 'python3'"),
         ({"training_job_nodes": 0}, "training_job_nodes must be >= 1"),
+        (
+            {"training_job_nodes": 2, "training_job_nodelist": ["n1"]},
+            "training_job_nodelist must be empty or name",
+        ),
+        (
+            {"training_job_nodes": 2, "training_job_nodelist": ["n1", "n1"]},
+            "training_job_nodelist must be empty or",
+        ),
+        (
+            {"training_job_nodes": 1, "training_job_nodelist": ["n1;reboot"]},
+            "training_job_nodelist must be empty or",
+        ),
         ({"training_job_procs_per_node": 0}, "training_job_procs_per_node must be >= 1"),
         ({"training_job_timeout": 0}, "training_job_timeout must be >= 1"),
         ({"training_job_rdzv_port": 70000}, "training_job_rdzv_port must be a port number"),
@@ -117,6 +129,10 @@ def test_misspelt_argument_keys_get_the_cli_spelling() -> None:
     [
         ({"training_job_launcher": "local", "training_job_nodes": 2}, "The local launcher runs on one node"),
         (
+            {"training_job_launcher": "local", "training_job_nodelist": ["n1"]},
+            "training_job_nodelist names Slurm nodes; the local launcher cannot use it",
+        ),
+        (
             {"training_job_args": {"config": "llama9"}},
             "Unknown config llama9 for pytorch/fsdp; known: tiny, small",
         ),
@@ -156,7 +172,7 @@ def close_matches(unknown: list[str], known: list[str], prefix: str = "") -> str
 def test_close_matches_suggest_the_meant_name() -> None:
     known = render("{{ __training_job_known_vars }}")
     assert close_matches(["training_job_nodez"], known, "training_job_") == (
-        "training_job_nodez (close: training_job_nodes)"
+        "training_job_nodez (close: training_job_nodes, training_job_nodelist)"
     )
     text = close_matches(["training_job_lancher", "training_job_zzz"], known, "training_job_")
     assert text == "training_job_lancher (close: training_job_launcher); training_job_zzz (no close match)"

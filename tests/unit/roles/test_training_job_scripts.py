@@ -166,6 +166,19 @@ def test_batch_script_passes_values_literally(tmp_path: Path) -> None:
     assert "--rdzv-endpoint=node1:29500" in seen["argv"]
 
 
+def test_batch_script_asks_slurm_for_the_named_nodes(tmp_path: Path) -> None:
+    any_nodes = render("job.sbatch.j2", tmp_path, **request(tmp_path), training_job_nodes=2)
+    named = render(
+        "job.sbatch.j2",
+        tmp_path,
+        **request(tmp_path),
+        training_job_nodes=2,
+        training_job_nodelist=["c1", "c2"],
+    )
+    assert "--nodelist" not in any_nodes
+    assert "#SBATCH --nodes=2\n#SBATCH --nodelist=c1,c2\n" in named
+
+
 def kubernetes_expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' expansion of a container's command and env values: $(NAME) becomes the variable when it
     is defined (else stays), $$ becomes $, any other $ stays."""

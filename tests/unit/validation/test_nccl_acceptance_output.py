@@ -133,3 +133,68 @@ def test_cli_a_failed_job_is_a_failure_not_a_bandwidth(tmp_path, fake_srun):
     done, result, _ = fake_srun(str(tmp_path / "missing.txt"), rc=127)
     assert done.returncode == 1 and result["verdict"] == "failed" and result["all_nodes_gbps"] is None
     assert result["slow"] == [] and "srun rc=127" in result["measurements"][0]["error"]
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """run(fixture, *extra) -> (process, record, srun argv): the all-node job's log is handed over as the
+    training_job launch left it (its own banner line first); later jobs go through the stand-in srun."""
+
+    def run(fixture: str | None, *extra: str) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+        log = tmp_path / "run" / "job.log"
+        log.parent.mkdir(exist_ok=True)
+        if fixture:
+            banner = "trainstack: job 42 on a,b, rendezvous on a:29500\n"
+            log.write_text(banner + (FIXTURES / fixture).read_text(encoding="utf-8"), encoding="utf-8")
+        env = dict(os.environ, PATH=f"{fake_srun_dir(tmp_path)}:{os.environ['PATH']}", FAKE_SRUN_RC="0")
+        env.update(FAKE_SRUN_FIXTURE=str(FIXTURES / "nccl-tests-all_reduce.txt"))
+        env.update(FAKE_SRUN_ARGV=str(tmp_path / "argv"))
+        argv = [sys.executable, str(SCRIPT), "--nodes", "a,b", "--command", "exec all_reduce_perf"]
+        argv += ["--output", str(tmp_path / "r.json"), "--first-output", str(log), *extra]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=60)
+        result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+        srun = tmp_path / "argv"
+        return done, result, srun.read_text(encoding="utf-8").split("\n") if srun.exists() else []
+
+    return run
+
+
+def test_a_launched_run_that_passes_needs_no_srun_job(recorded):
+    done, result, srun = recorded("nccl-tests-all_reduce.txt", "--threshold-gbps", "280")
+    assert done.returncode == 0 and result["verdict"] == "accepted" and result["all_nodes_gbps"] == 348.16
+    assert srun == [] and len(result["measurements"]) == 1
+
+
+def test_a_launched_run_below_the_floor_is_searched_with_srun(recorded):
+    done, result, srun = recorded("nccl-tests-all_reduce.txt", "--threshold-gbps", "400")
+    assert done.returncode == 1 and result["verdict"] == "slow" and result["all_nodes_gbps"] == 348.16
+    assert [m["nodes"] for m in result["measurements"]] == [["a", "b"], ["a", "b"]]
+    assert "--nodelist=a,b" in srun  # the pair was measured by srun, not read again from the record
+
+
+def test_a_launched_job_that_failed_is_a_failure(recorded):
+    done, result, _ = recorded(
+        "nccl-tests-all_reduce.nccl-failure.txt",
+        "--threshold-gbps",
+        "280",
+        "--first-failed",
+        "job 42 ended FAILED (exit code 1)",
+    )
+    assert done.returncode == 1 and result["verdict"] == "failed" and result["slow"] == []
+    assert (
+        result["measurements"][0]["error"]
+        == "RuntimeError: the launched job failed: job 42 ended FAILED (exit code 1)"
+    )
+
+
+def test_a_launched_job_failing_on_wrong_elements_is_wrong_results(recorded):
+    done, result, _ = recorded(
+        "nccl-tests-all_reduce.wrong.txt", "--threshold-gbps", "280", "--first-failed", "job 42 ended FAILED"
+    )
+    assert done.returncode == 1 and result["verdict"] == "wrong_results" and result["failing"] == []
+
+
+def test_a_launched_job_without_a_log_cannot_be_judged(recorded):
+    done, result, srun = recorded(None, "--threshold-gbps", "280")
+    assert done.returncode == 3 and result["verdict"] == "unparsable" and srun == []
+    assert "left no log" in result["note"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -46,7 +45,8 @@ def play(tmp_path):
         done = playbook("nccl_acceptance", *args, check=False, env=env, timeout=300)
         records = sorted(results.glob("*.json"))
         result = json.loads(records[-1].read_text(encoding="utf-8")) if records else {}
-        argv = Path(tmp_path / "argv").read_text(encoding="utf-8").splitlines()
+        argv_file = tmp_path / "argv"
+        argv = argv_file.read_text(encoding="utf-8").splitlines() if argv_file.exists() else []
         for record in records:
             record.unlink()
         return done, " ".join(done.stdout.replace("''", "'").split()), result, argv
@@ -70,8 +70,21 @@ def test_all_reduce_perf_run_is_accepted_and_recorded(play):
     assert argv[-1] == "exec all_reduce_perf -b 1M -e 1G -f 2 -g 1 -c 1"
 
 
-def test_the_default_benchmark_is_still_the_collectives_test_case(play, tmp_path):
+def test_the_default_benchmark_launches_through_training_job(play, tmp_path):
+    """The test case's all-node run is a training_job launch; where it cannot even start (no Slurm on this
+    host: training_job's own check of the partition fails), the play says so and runs no search."""
     done, out, result, argv = play("collectives.srun-label.txt", "-e", "nccl_acceptance_threshold_gbps=0.2")
+    assert done.returncode != 0 and result == {} and argv == []
+    assert "nccl_acceptance: the all-node job could not be launched" in out and "sinfo" in out
+    assert "TASK [trainstack.cluster.training_job : Check the launch inputs]" in done.stdout
+
+
+def test_a_given_command_runs_through_srun_and_a_missing_summary_is_a_cut_run(play, tmp_path):
+    case = tmp_path / "shared/collectives"
+    command = f"cd {case} && exec python3 collectives.py --ops all_reduce --summary-json {{summary}}"
+    done, out, result, argv = play(
+        "collectives.srun-label.txt", "-e", json.dumps({"nccl_acceptance_command": command})
+    )
     # The stand-in writes no summary: the play must call the run cut short, not slow.
     assert done.returncode != 0 and result["verdict"] == "unparsable"
     assert "cannot be judged (unparsable), so no node is blamed" in out

@@ -11,7 +11,7 @@ module: cluster_spec
 short_description: Read, check and normalise a trainstack AWS cluster spec
 description:
   - Reads one cluster spec (one YAML document per cluster, see C(docs/aws-parallelcluster.md)) and checks it
-    against its schema (module_utils/cluster_spec.py, published as C(stacks/schema/cluster.schema.json)):
+    against its schema (module_utils/cluster_spec.py, published as C(stacks/schema/cluster.schema.json));
     unknown or misspelt keys, wrong types and null sections fail with the file and the dotted path of the key.
   - Then checks the rules the schema cannot express, each failure naming the key and the rule, for example
     a queue's instance type must be in the instance catalog (C(stacks/instance_types.yml)), C(efa=true) needs

@@ -20,15 +20,17 @@ Variants:
 
 FLOPs per token, the same for every variant: ``6 * N + 12 * n_layers * dim * seq_len`` (N = unique
 parameters, a tied embedding counted once; the attention term counts both seq x seq products forward and
-backward without the causal half). MFU = tokens/s x FLOPs per token / dense bf16 peak (989 TFLOP/s for
-H100/H200). Timing: wall time per step with one host synchronisation at its end (the loss value), over
-the steps after ``--warmup``.
+backward without the causal half). MFU = tokens/s x FLOPs per token / the GPU's dense bf16 peak, read from the
+instance catalog for ``--instance-type`` (the catalog type whose GPU this machine has; default p5en.48xlarge,
+an H200) by bench/catalog_peak.py, or given as ``--peak-tflops``; the JSON records both. Timing: wall time
+per step with one host synchronisation at its end (the loss value), over the steps after ``--warmup``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -41,6 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
 sys.path.insert(0, str(FSDP_DIR))
+sys.path.insert(0, str(ROOT / "bench"))
+import catalog_peak  # noqa: E402 - bench/ is on the path only from the line above
+
 RESULT_PREFIX = "BENCH_RESULT "
 HF_VARIANTS = ("hf_eager", "hf_fsdp2", "hf_compile")
 # Ranges the profiler records on the GPU timeline next to the kernels they contain: not kernels themselves.
@@ -71,6 +76,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--device", default="cuda", help="cpu only to smoke-test this script on a tiny config"
     )
     parser.add_argument("--log-dir", type=Path, default=None, help="child logs (default: beside --output)")
+    parser.add_argument(
+        "--instance-type",
+        default=catalog_peak.DEFAULT_INSTANCE_TYPE,
+        help="catalog instance type whose GPU this machine has: MFU is against its bf16_dense_flops",
+    )
+    parser.add_argument(
+        "--peak-tflops", type=float, default=None, help="dense bf16 peak per GPU, instead of the catalog's"
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -94,6 +107,7 @@ def _train_config(spec: dict[str, Any]) -> Any:
         device=spec["device"],
         compile="true" if spec["device"] == "cuda" else "false",
         metric_warmup_steps=spec["warmup"],
+        peak_tflops=spec["peak_tflops"],
     )
     for key, value in spec.get("overrides", {}).items():
         current = getattr(base, key)
@@ -104,13 +118,12 @@ def _train_config(spec: dict[str, Any]) -> Any:
 
 def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], flops_token: float) -> dict:
     import torch
-    from fsdp_llama.metrics import peak_tflops
 
     window = times[spec["warmup"] :] or times
     tokens = spec["batch_size"] * spec["seq_len"]
     tokens_per_s = tokens * len(window) / sum(window)
     cuda = spec["device"] == "cuda"
-    peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
+    peak = spec["peak_tflops"] if cuda else None
     tflops = tokens_per_s * flops_token / 1e12
     return {
         "tokens_per_s": tokens_per_s,
@@ -457,8 +470,23 @@ def _row(result: dict[str, Any]) -> str:
     )
 
 
+def resolve_peak(args: argparse.Namespace) -> tuple[float, str]:
+    """The MFU denominator and where it came from; checked before any child process takes the GPU."""
+    if args.peak_tflops is None:
+        peak = catalog_peak.peak_tflops(args.instance_type)
+        return peak, f"stacks/instance_types.yml {args.instance_type} bf16_dense_flops"
+    if not (math.isfinite(args.peak_tflops) and args.peak_tflops > 0):
+        raise catalog_peak.PeakError(f"--peak-tflops must be a finite number > 0, got {args.peak_tflops}")
+    return args.peak_tflops, "--peak-tflops"
+
+
 def parent_main(args: argparse.Namespace) -> int:
     """Probe attention, run every variant, write the JSON and print a table."""
+    try:
+        peak, peak_source = resolve_peak(args)
+    except catalog_peak.PeakError as err:
+        print(f"train_throughput: {err}", file=sys.stderr)
+        return 2
     log_dir = args.log_dir or args.output.parent / f"logs_{args.config}"
     log_dir.mkdir(parents=True, exist_ok=True)
     base = {
@@ -469,6 +497,7 @@ def parent_main(args: argparse.Namespace) -> int:
         "warmup": args.warmup,
         "log_dir": str(log_dir),
         "device": args.device,
+        "peak_tflops": peak,
     }
     shared = _overrides(args.ours_override)
     probe: dict[str, Any] = {"ok": False, "error": "not run: cpu, or --ours-override names attn_backend"}
@@ -503,7 +532,9 @@ def parent_main(args: argparse.Namespace) -> int:
         "config": args.config,
         "seq_len": args.seq_len,
         "timed_steps": args.steps - args.warmup,
-        "flop_formula": "6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs 989 TFLOP/s",
+        "flop_formula": f"6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs {peak} TFLOP/s",
+        "peak_tflops": peak,
+        "peak_source": peak_source,
         "attention_probe": probe,
         "loss_probe": loss_probe,
         "results": results,

@@ -14,6 +14,9 @@ else PY=$(command -v python3); fi
 OUT=${OUT:-/tmp/ts-gpu-out}
 DEPS=${TS_GPU_DEPS:-/tmp/ts-gpu-deps}
 LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "batch-size": 8, "seq-len": 2048, "steps": 30}}'}
+# The catalog instance type whose GPU this machine has (stacks/instance_types.yml): MFU is measured against its
+# bf16_dense_flops, by the benchmark and by the launched test case alike.
+INSTANCE_TYPE=${TS_INSTANCE_TYPE:-p5en.48xlarge}
 cd "$ROOT"
 mkdir -p "$OUT"
 
@@ -34,7 +37,7 @@ run_bench() {
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  "$PY" bench/train_throughput.py --steps 24 --warmup 4 --profile \
+  "$PY" bench/train_throughput.py --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?
@@ -48,12 +51,14 @@ run_tests() {
 
 run_launch() {
   # The launch playbook's local launcher on this machine, with the machine's own torch (no venv to build).
+  # No training_job_instance_type (the type's EFA settings are not this machine's): the peak goes in as the
+  # variable the launcher would set, ahead of LAUNCH_ARGS so that a training_job_env given there wins.
   PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
     -e launch_host=localhost -e ansible_python_interpreter="$PY" \
     -e training_job_testcase=pytorch/fsdp -e training_job_launcher=local \
     -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
     -e training_job_results_dir="$OUT/launch" -e training_job_name=fsdp-1b-h200 -e training_job_timeout=540 \
-    -e "$LAUNCH_ARGS" \
+    -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\"}}" -e "$LAUNCH_ARGS" \
     2>&1 | tail -40 | tee "$OUT/launch.txt"
 }
 
@@ -74,6 +79,8 @@ if [ "$#" -eq 0 ]; then
   echo "usage: $0 bench|tests|launch|verify|all..." >&2
   exit 2
 fi
+PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
+echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 deps
 [ "$*" = all ] && set -- tests bench launch verify

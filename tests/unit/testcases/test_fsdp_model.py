@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 import torch
-from fsdp_llama.config import MODEL_CONFIGS, parse_args
+from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, parse_args
 from fsdp_llama.loss import fused_linear_cross_entropy
-from fsdp_llama.metrics import flops_per_token, peak_tflops
+from fsdp_llama.metrics import PEAK_UNKNOWN, flops_per_token, mfu_note, throughput_fields
 from fsdp_llama.model import Transformer
 
 
@@ -38,9 +38,10 @@ def test_flop_formula_matches_the_hugging_face_reference():
     per_token = flops_per_token(cfg, 1_235_814_400, 2048)
     assert per_token == 6 * 1_235_814_400 + 12 * 16 * 2048 * 2048
     assert round(46_957 * per_token / 989e12, 3) == 0.390
-    assert peak_tflops("NVIDIA H200") == 989.0
-    assert peak_tflops("NVIDIA H100 PCIe") == 756.0
-    assert peak_tflops(None) is None
+    rates = throughput_fields(46_957.0, 1, per_token, 989.0)
+    assert round(rates["mfu"], 3) == 0.390
+    assert throughput_fields(46_957.0, 1, per_token, None)["mfu"] is None
+    assert mfu_note(989.0) is None and mfu_note(None) == PEAK_UNKNOWN
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
@@ -82,9 +83,16 @@ def test_bf16_fused_cross_entropy_stays_within_bf16_error():
         (["--compile-tuning", "max"], "--compile-tuning"),
         (["--loss-kernel", "fastest"], "--loss-kernel"),
         (["--no-such-option", "1"], "--no-such-option"),
+        (["--peak-tflops", "0"], "--peak-tflops must be a finite number > 0"),
+        (["--peak-tflops", "-989"], "--peak-tflops must be a finite number > 0"),
+        (["--peak-tflops", "inf"], "--peak-tflops must be a finite number > 0"),
+        (["--peak-tflops", "nan"], "--peak-tflops must be a finite number > 0"),
+        (["--peak-tflops", "H200"], "--peak-tflops must be a finite number > 0"),
+        (["--peak-tflops", ""], "--peak-tflops must be a finite number > 0"),
     ],
 )
-def test_bad_arguments_fail_naming_the_option(argv, needle, capsys):
+def test_bad_arguments_fail_naming_the_option(argv, needle, capsys, monkeypatch):
+    monkeypatch.delenv(PEAK_ENV, raising=False)
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2
@@ -94,6 +102,26 @@ def test_bad_arguments_fail_naming_the_option(argv, needle, capsys):
 def test_arguments_parse_in_the_launchers_form():
     cfg = parse_args(["--config", "small", "--steps", "7", "--compile", "false", "--lr", "0.01"])
     assert (cfg.config, cfg.steps, cfg.compile, cfg.lr) == ("small", 7, "false", 0.01)
+
+
+def test_the_peak_comes_from_the_option_else_the_launchers_variable(monkeypatch):
+    monkeypatch.delenv(PEAK_ENV, raising=False)
+    assert parse_args([]).peak_tflops is None
+    assert parse_args(["--peak-tflops", "989.4"]).peak_tflops == 989.4
+    monkeypatch.setenv(PEAK_ENV, "2250")
+    assert parse_args([]).peak_tflops == 2250.0
+    assert parse_args(["--peak-tflops", "312"]).peak_tflops == 312.0  # the option wins
+    monkeypatch.setenv(PEAK_ENV, " ")
+    assert parse_args([]).peak_tflops is None  # an empty variable counts as unset
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "989 TFLOP/s"])
+def test_a_bad_peak_in_the_environment_names_the_variable(value, capsys, monkeypatch):
+    monkeypatch.setenv(PEAK_ENV, value)
+    with pytest.raises(SystemExit) as exc:
+        parse_args([])
+    assert exc.value.code == 2
+    assert f"{PEAK_ENV} (the default of --peak-tflops) must be a finite number > 0" in capsys.readouterr().err
 
 
 def test_model_config_rejects_inconsistent_heads():

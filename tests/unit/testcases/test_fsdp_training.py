@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 from fsdp_llama import checkpoint
-from fsdp_llama.config import MODEL_CONFIGS, TrainConfig
+from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, TrainConfig
 from fsdp_llama.loop import Trainer, clip_into_optimizer, loss_kernel, lr_at, train, use_fsdp
-from fsdp_llama.metrics import METRIC_PREFIX
+from fsdp_llama.metrics import METRIC_PREFIX, PEAK_UNKNOWN
 from fsdp_llama.model import Transformer
 from fsdp_llama.optim import MasterWeightAdamW
 from fsdp_llama.parallel import DistInfo, configure_compiler, init_distributed
@@ -39,6 +39,14 @@ def test_loss_decreases_on_the_fixed_synthetic_problem(gloo_world):
     assert summary.steps == 25
     assert summary.final_loss < summary.first_loss - 1.0, (summary.first_loss, summary.final_loss)
     assert summary.world_size == 1 and summary.device == "cpu" and summary.mfu is None
+    assert summary.extra["peak_tflops"] is None and summary.extra["mfu_note"] == PEAK_UNKNOWN
+
+
+def test_mfu_is_against_the_peak_it_was_given(gloo_world):
+    # A peak far below the CPU's rate, so MFU is a plain, checkable number; no GPU name is consulted.
+    summary = train(_cfg(steps=4, metric_warmup_steps=1, peak_tflops=1e-6))
+    assert summary.extra["peak_tflops"] == 1e-6 and summary.extra["mfu_note"] is None
+    assert summary.mfu == pytest.approx(summary.tflops_per_gpu / 1e-6)
 
 
 @pytest.mark.parametrize(
@@ -213,8 +221,10 @@ def resume_runs(tmp_path_factory):
     """One uninterrupted 6-step run and the same run stopped after 3 steps then relaunched (2 ranks each)."""
     tmp_path = tmp_path_factory.mktemp("resume")
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env.pop(PEAK_ENV, None)
     base = ["--config", "tiny", "--steps", "6", "--batch-size", "2", "--seq-len", "32", "--warmup-steps", "2"]
-    whole = _torchrun(base, env, tmp_path, "whole")
+    # The uninterrupted run gets the peak as the launcher hands it over: in the environment of every rank.
+    whole = _torchrun(base, {**env, PEAK_ENV: "0.000002"}, tmp_path, "whole")
     ckpt = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "3"]
     first = _torchrun([*base, *ckpt, "--max-steps-this-run", "3"], env, tmp_path, "first")
     second = _torchrun([*base, *ckpt], env, tmp_path, "second")
@@ -253,3 +263,13 @@ def test_entrypoint_honours_the_launcher_contract(resume_runs):
     assert [m["step"] for m in metrics] == list(range(1, 7))  # one line per step, rank 0 only
     assert {"step", "loss", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_mem_gb"} <= metrics[0].keys()
     assert summary["final_loss"] == metrics[-1]["loss"]
+
+
+def test_the_launchers_peak_reaches_mfu_and_its_absence_is_explained(resume_runs):
+    (whole, metrics), (first, _), _ = resume_runs
+    assert whole["peak_tflops"] == 2e-6 and whole["mfu_note"] is None
+    assert whole["mfu"] == pytest.approx(whole["tflops_per_gpu"] / 2e-6)
+    timed = [m for m in metrics if m["tflops_per_gpu"] is not None]
+    assert timed and all(m["mfu"] == pytest.approx(m["tflops_per_gpu"] / 2e-6) for m in timed)
+    assert first["mfu"] is None and first["peak_tflops"] is None
+    assert first["mfu_note"] == PEAK_UNKNOWN

@@ -20,7 +20,8 @@ from .data import batch
 from .model import NGramLM
 
 METRIC_PREFIX = "TRAINSTACK_METRIC "
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0}
+# Why MFU is null when no peak was given (the summary's ``mfu_note``).
+PEAK_UNKNOWN = "peak unknown: launch with an instance type (training_job_instance_type) or pass --peak-tflops"
 CHECKPOINT = "ddp_state.pt"
 
 
@@ -42,11 +43,9 @@ def _init(requested: str) -> torch.device:
     return device
 
 
-def _peak(device: torch.device) -> tuple[str | None, float | None]:
-    if device.type != "cuda":
-        return None, None
-    name = torch.cuda.get_device_name(device)
-    return name, next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+def _gpu_name(device: torch.device) -> str | None:
+    """Reported in the summary only; the MFU peak comes from --peak-tflops, never from this name."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else None
 
 
 def _resume(cfg: DDPConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
@@ -80,7 +79,7 @@ def train(cfg: DDPConfig) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     first = _resume(cfg, model, optimizer)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    gpu, peak = _peak(device)
+    gpu, peak = _gpu_name(device), cfg.peak_tflops
     flops_sample = 6.0 * model.matmul_params()
     losses: list[float] = []
     times: list[float] = []
@@ -127,6 +126,8 @@ def train(cfg: DDPConfig) -> dict[str, Any]:
         "tokens_per_s": tokens_per_s,
         "tflops_per_gpu": tflops,
         "mfu": tflops / peak if tflops and peak else None,
+        "peak_tflops": peak,
+        "mfu_note": None if peak else PEAK_UNKNOWN,
         "peak_mem_gb": peak_mem,
         "elapsed_s": time.perf_counter() - started,
         "resumed_from_step": first,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+import math
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -104,6 +106,9 @@ COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
 # reference when compiling, else the plain one.
 LOSS_KERNELS = ("eager", "compiled", "triton")
 LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
+# The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
+# sets it from the instance catalog of the collection that stages this payload (which keeps no GPU table).
+PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
 
 
 @dataclass
@@ -139,6 +144,7 @@ class TrainConfig:
     summary_json: str = ""
     metric_warmup_steps: int = 3
     max_steps_this_run: int = 0
+    peak_tflops: float | None = None
 
     @property
     def model(self) -> ModelConfig:
@@ -191,6 +197,8 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        if self.peak_tflops is not None and not _positive_finite(self.peak_tflops):
+            raise ValueError(f"--peak-tflops must be a finite number > 0, got {self.peak_tflops!r}")
         if self.seq_len > self.model.max_seq_len:
             limit = self.model.max_seq_len
             raise ValueError(f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {limit}")
@@ -204,6 +212,31 @@ def _bool_word(value: str) -> str:
     return aliases.get(lowered, lowered)
 
 
+def _positive_finite(value: object) -> bool:
+    """A peak of 0, a negative, inf or nan would turn MFU into a number that means nothing."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def peak_from(given: str | None, environ: Mapping[str, str]) -> float | None:
+    """The dense BF16 peak per GPU in TFLOP/s: ``--peak-tflops``, else :data:`PEAK_ENV`, else None (unknown).
+
+    Why no table of GPU names here: the instance catalog is the one place that fact is kept, and matching a
+    device name against a second table is how the two drifted. An empty variable counts as unset.
+    """
+    source, text = "--peak-tflops", given
+    if given is None:
+        source, text = f"{PEAK_ENV} (the default of --peak-tflops)", environ.get(PEAK_ENV, "").strip()
+        if not text:
+            return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not _positive_finite(value):
+        raise ValueError(f"{source} must be a finite number > 0 (dense BF16 TFLOP/s per GPU), got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One ``--kebab-case`` option per :class:`TrainConfig` field, typed from the field's default."""
     parser = argparse.ArgumentParser(description="trainstack pytorch/fsdp: Llama decoder with FSDP2")
@@ -211,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
         default = getattr(TrainConfig(), f.name)
         kind = type(default)
         option = "--" + f.name.replace("_", "-")
-        if f.name in ("compile", "reshard_after_forward", "fsdp"):
+        if f.name == "peak_tflops":
+            # Read as text and checked by peak_from, so the message names the option or the variable.
+            parser.add_argument(
+                option, default=None, metavar="TFLOPS", help=f"dense BF16 peak per GPU ({PEAK_ENV})"
+            )
+        elif f.name in ("compile", "reshard_after_forward", "fsdp"):
             parser.add_argument(option, type=_bool_word, default=default)
         else:
             parser.add_argument(option, type=kind, default=default)
@@ -221,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     """Parse and validate; argparse itself names an unknown option and exits with status 2."""
     namespace = build_parser().parse_args(argv)
-    cfg = TrainConfig(**vars(namespace))
     try:
+        namespace.peak_tflops = peak_from(namespace.peak_tflops, os.environ)
+        cfg = TrainConfig(**vars(namespace))
         cfg.validate()
     except ValueError as err:
         build_parser().error(str(err))

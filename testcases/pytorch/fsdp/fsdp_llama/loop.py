@@ -26,9 +26,9 @@ from .metrics import (
     Summary,
     emit,
     flops_per_token,
+    mfu_note,
     now,
     peak_memory_gb,
-    peak_tflops,
     throughput_fields,
 )
 from .model import Transformer
@@ -192,7 +192,7 @@ class Trainer:
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
         self.flops_token = flops_per_token(cfg.model, self.model.num_params(), cfg.seq_len)
         self.gpu_name = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
-        self.peak = peak_tflops(self.gpu_name)
+        self.peak = cfg.peak_tflops
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
         self.losses: list[float] = []
         self.pending: tuple[int, torch.Tensor, float] | None = None
@@ -301,6 +301,7 @@ def train(cfg: TrainConfig) -> Summary:
             "params": run.model.num_params(),
             "flops_per_token": run.flops_token,
             "peak_tflops": run.peak,
+            "mfu_note": mfu_note(run.peak),
             "batch_size": cfg.batch_size,
             "seq_len": cfg.seq_len,
             "global_batch_tokens": run.tokens_per_step,

@@ -5,7 +5,9 @@ FLOPs per token (the convention of the Hugging Face reference figures, so the fi
 once). ``6N`` is forward (2N) plus backward (4N) of every weight; the second term is attention's two
 ``seq x seq`` products (scores and weighted values), forward and backward, counted without the causal half
 (PaLM's convention), so the same FLOP count is used for every implementation measured side by side.
-MFU = achieved FLOP/s per GPU / the GPU model's dense bf16 peak from :data:`PEAK_BF16_TFLOPS`.
+MFU = achieved FLOP/s per GPU / the GPU's dense bf16 peak, given by ``--peak-tflops`` or the launcher's
+``TRAINSTACK_GPU_PEAK_TFLOPS`` (the collection's instance catalog); without one MFU is null, and the summary's
+``mfu_note`` says so.
 """
 
 from __future__ import annotations
@@ -24,30 +26,13 @@ from .config import ModelConfig
 
 METRIC_PREFIX = "TRAINSTACK_METRIC "
 
-# Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, in TFLOP/s.
-PEAK_BF16_TFLOPS: dict[str, float] = {
-    "H200": 989.0,
-    "H100 SXM": 989.0,
-    "H100 80GB HBM3": 989.0,
-    "H100 NVL": 835.0,
-    "H100 PCIe": 756.0,
-    "GH200": 989.0,
-    "B200": 2250.0,
-    "A100": 312.0,
-    "L40S": 362.0,
-    "A10G": 70.0,
-    "L4": 121.0,
-}
+# Why MFU is null when no peak was given (the summary's ``mfu_note``).
+PEAK_UNKNOWN = "peak unknown: launch with an instance type (training_job_instance_type) or pass --peak-tflops"
 
 
-def peak_tflops(gpu_name: str | None) -> float | None:
-    """Longest table key contained in the device name, so 'H100 PCIe' wins over a bare 'H100' match."""
-    if not gpu_name:
-        return None
-    matches = [key for key in PEAK_BF16_TFLOPS if key in gpu_name]
-    if not matches and "H100" in gpu_name:
-        matches = ["H100 SXM"]
-    return PEAK_BF16_TFLOPS[max(matches, key=len)] if matches else None
+def mfu_note(peak: float | None) -> str | None:
+    """Say why ``mfu`` is null; None when it was computed. The peak comes from the launcher, never a guess."""
+    return None if peak else PEAK_UNKNOWN
 
 
 def flops_per_token(cfg: ModelConfig, num_params: int, seq_len: int) -> float:

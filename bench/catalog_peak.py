@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The dense BF16 peak per GPU of an instance type, in TFLOP/s, from the collection's instance catalog.
 
 MFU is achieved FLOP/s per GPU over this peak. The catalog (stacks/instance_types.yml, ``bf16_dense_flops``)

@@ -208,3 +208,26 @@ def test_local_launch_hands_values_to_the_process_literally(tmp_path: Path) -> N
     misspelt = launch(tmp_path, *local_request(tmp_path), "-e", '{"training_job_args": {"stepz": 3}}')
     assert "pytorch/ddp has no option(s) ['--stepz']: stepz (close: steps)" in error(misspelt)
     assert len(list((tmp_path / "results").iterdir())) == 1
+
+
+def test_a_cluster_name_picks_that_clusters_head(tmp_path: Path) -> None:
+    """Two clusters as the ec2_cluster inventory groups them: -e cluster=<name> picks the head; without it, or
+    with a name no cluster has, the play stops and names the clusters it knows."""
+    local = f"ansible_connection=local ansible_python_interpreter={VENV_BIN / 'python'}"
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        f"[cluster_train_a_head]\nhead-a {local}\n[cluster_train_b_head]\nhead-b {local}\n"
+        "[role_head:children]\ncluster_train_a_head\ncluster_train_b_head\n"
+    )
+    hosts = ["-i", str(inventory)]
+    proc = launch(tmp_path, *local_request(tmp_path), "-e", "cluster=train-b", "--check", inventory=hosts)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "ok: [head-b]" in proc.stdout and "head-a" not in proc.stdout.split("PLAY [Launch")[1]
+    assert "pick one with -e cluster=<name> (clusters: train_a, train_b)" in error(
+        launch(tmp_path, *local_request(tmp_path), inventory=hosts)
+    )
+    assert (
+        "cluster=train-c: no group cluster_train_c_head in the inventory (clusters: train_a, train_b)"
+        in error(launch(tmp_path, *local_request(tmp_path), "-e", "cluster=train-c", inventory=hosts))
+    )
+    assert nothing_written(tmp_path)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -166,6 +170,89 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         server.shutdown()
 
 
+# ------------------------------------------------------------------ moto, the AWS stand-in
+# Tests that talk to AWS talk to a real moto HTTP server in a child process (one per test module or session),
+# through the same clients and Ansible modules a user runs; only the endpoint differs.
+MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+@dataclass
+class MotoServer:
+    """A real moto HTTP server in a child process; tests and benchmarks talk to it like to AWS."""
+
+    url: str
+    process: subprocess.Popen
+
+    def client(self, service: str, region: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        # Long read timeout, no retries: a busy shared machine must not turn a slow answer into a repeat.
+        config = Config(read_timeout=900, retries={"max_attempts": 1, "mode": "standard"})
+        return boto3.client(
+            service,
+            region_name=region,
+            endpoint_url=self.url,
+            config=config,
+            aws_access_key_id=MOTO_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=MOTO_KEYS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_moto(log: Path | None = None, env: dict[str, str] | None = None) -> MotoServer:
+    """Start moto_server on a free loopback port and wait until it answers; ``env`` adds to its environment
+    (e.g. MOTO_IAM_LOAD_MANAGED_POLICIES=true, without which moto knows no AWS managed policy)."""
+    port = free_port()
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
+    process = subprocess.Popen(
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=out,
+        stderr=out,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).read()
+            return MotoServer(url, process)
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with {process.returncode}") from None
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("moto_server did not answer within 30 s")
+
+
+def moto_aws_env(url: str, **extra: str) -> dict[str, str]:
+    """Environment for ansible-* commands whose AWS calls go to moto at ``url``: no host AWS config or
+    instance metadata, test keys, and AWS_ENDPOINT_URL (botocore sends every service there)."""
+    env = {k: v for k, v in ansible_env().items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_CONFIG_FILE="/nonexistent/aws-config",
+        AWS_SHARED_CREDENTIALS_FILE="/nonexistent/aws-credentials",
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_ENDPOINT_URL=url,
+        **MOTO_KEYS,
+    )
+    env.update(extra)
+    return env
+
+
 # Test components: `make test-<component>` selects its tests with `pytest -m <component>`. A role's tests are
 # tests/unit/roles/test_<role>.py (or test_<role>_<aspect>.py): they get the marker role_<role> and their
 # role's component. Other tests get the component their directory is named for (DIRECTORY_COMPONENTS).
@@ -178,6 +265,7 @@ COMPONENT_ROLES: dict[str, tuple[str, ...]] = {
     "image": ("image_manifest", "image_prepare", "image_selfcheck", "pytorch"),
     "validation": ("monitoring", "node_health"),
     "launch": ("training_job",),
+    "aws": ("aws_foundation",),
 }
 ROLE_COMPONENT = {role: component for component, roles in COMPONENT_ROLES.items() for role in roles}
 # Directories below tests/ (as posix paths) whose tests all belong to one component.

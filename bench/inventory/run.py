@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # tests.support: the moto server
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "inventory"))
 
 import moto_fleet  # noqa: E402  (shared moto helpers live with the integration tests)

@@ -8,41 +8,15 @@ through moto's SageMaker create_cluster.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
+# The moto server itself is every AWS test's (tests/support.py); this module's users reach it through here.
+from tests.support import MotoServer, free_port, start_moto  # noqa: F401
 
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-@dataclass
-class MotoServer:
-    """A real moto HTTP server in a child process; tests and the benchmark talk to it like to AWS."""
-
-    url: str
-    process: subprocess.Popen
-
-    def client(self, service: str, region: str) -> Any:
-        # Long read timeout, no retries: a busy shared machine must not turn a slow answer into a repeat.
-        config = Config(read_timeout=900, retries={"max_attempts": 1, "mode": "standard"})
-        return boto3.client(service, region_name=region, endpoint_url=self.url, config=config, **CREDS)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def plain(value: Any) -> Any:
@@ -54,32 +28,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_moto(log: Path | None = None) -> MotoServer:
-    port = free_port()
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=out
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).read()
-            return MotoServer(url, process)
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {process.returncode}") from None
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("moto_server did not answer within 30 s")
 
 
 def clean_aws_env(extra: dict[str, str] | None = None) -> dict[str, str]:

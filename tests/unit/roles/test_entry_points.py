@@ -26,6 +26,8 @@ from tests.support import REPO
 
 VOCABULARY = {"main", "install", "configure", "verify"}
 ACTIONS = {
+    # Controller-side removal of a cluster's AWS resources, found by its tag.
+    "aws_foundation": {"teardown"},
     # NVIDIA's signed CUDA repository, shared with dcgm, nccl and nvidia_driver through include_role.
     "cuda": {"repo"},
     # The last step of an image build, after the manifest: strip host identity.

@@ -35,6 +35,7 @@ SAMPLE_FOUNDATION = {
     "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
     "security_group": "sg-0c0c0c0c0c0c0c0c0",
     "bucket": "trainstack-example-cluster",
+    "bundle_sha256": "0" * 64,
     "database": {
         "uri": "slurmdb.example.internal:3306",
         "user_name": "slurm",

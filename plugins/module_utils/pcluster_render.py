@@ -11,19 +11,26 @@ ParallelCluster's own schema classes); nothing here calls AWS.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 # The stack OS ids the image factory builds -> ParallelCluster's Image.Os.
 PCLUSTER_OS = {"ubuntu-22.04": "ubuntu2204", "ubuntu-24.04": "ubuntu2404", "amzn-2023": "alinux2023"}
 CAPACITY_TYPE = {"on_demand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}
-# Where every node's OnNodeConfigured action lives in the cluster's bucket; its one argument is the node role.
+# Where every node's OnNodeConfigured action lives in the cluster's bucket (playbooks/files/node_bootstrap.sh,
+# uploaded by playbooks/node_bundle.yml). Its arguments: the node role, then the bundle it installs and the
+# bundle's sha256. The bundle is stored under its own digest, so uploading a new one never changes what the
+# nodes of a running cluster fetch.
 BOOTSTRAP_KEY = "trainstack/bootstrap.sh"
+BUNDLE_PREFIX = "trainstack/bundles/"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 FOUNDATION_KEYS = (
     "subnet_public",
     "subnet_private",
     "security_group",
     "bucket",
+    "bundle_sha256",
     "instance_profile",
     "iam_policies",
     "placement_group",
@@ -64,7 +71,11 @@ def _iam(foundation: Mapping[str, Any], *, s3_access: bool = True) -> dict[str, 
 
 
 def _bootstrap(foundation: Mapping[str, Any], role: str) -> dict[str, Any]:
-    return {"OnNodeConfigured": {"Script": f"s3://{foundation['bucket']}/{BOOTSTRAP_KEY}", "Args": [role]}}
+    """The node's role first (the script also reads ParallelCluster's node type), then the checked bundle."""
+    bucket, digest = foundation["bucket"], foundation["bundle_sha256"]
+    bundle = f"s3://{bucket}/{BUNDLE_PREFIX}{digest}.tar.gz"
+    args = [role, "--bundle", bundle, "--sha256", digest]
+    return {"OnNodeConfigured": {"Script": f"s3://{bucket}/{BOOTSTRAP_KEY}", "Args": args}}
 
 
 def _security_groups(foundation: Mapping[str, Any]) -> dict[str, Any]:
@@ -219,6 +230,11 @@ def render(
     if not foundation.get("bucket"):
         raise RenderError(
             "foundation.bucket is required: every node's OnNodeConfigured script is read from it"
+        )
+    if not SHA256.match(str(foundation.get("bundle_sha256") or "")):
+        raise RenderError(
+            "foundation.bundle_sha256 must be the 64 lowercase hex digits of the node bundle's sha256 "
+            "(playbooks/node_bundle.yml prints it): every node checks the bundle it installs against it"
         )
     public, private = _subnets(spec, foundation)
     config: dict[str, Any] = {

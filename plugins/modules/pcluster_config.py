@@ -22,7 +22,8 @@ description:
     HeadNode, LoginNodes, Scheduling (Slurm queues, compute resources, capacity, EFA, placement groups,
     accounting database), SharedStorage (FSx for Lustre, EFS for C(/home)) and Monitoring.
   - Every node runs C(s3://<bucket>/trainstack/bootstrap.sh) as its OnNodeConfigured action with its role
-    (C(head), C(login) or C(compute)) as the argument.
+    (C(head), C(login) or C(compute)), C(--bundle s3://<bucket>/trainstack/bundles/<sha256>.tar.gz) and
+    C(--sha256 <sha256>) as arguments.
   - Where the cluster lives comes from O(foundation), the outputs of the foundation playbook.
   - With O(dest), writes the configuration as YAML when its content differs (check mode and diff supported).
   - "Pure controller-side computation; run it with C(delegate_to: localhost) or in a
@@ -54,7 +55,13 @@ options:
         description: Security group added to every node (AdditionalSecurityGroups).
         type: str
       bucket:
-        description: The cluster's S3 bucket; holds C(trainstack/bootstrap.sh).
+        description: The cluster's S3 bucket; holds C(trainstack/bootstrap.sh) and the node bundles.
+        type: str
+        required: true
+      bundle_sha256:
+        description:
+          - sha256 (64 lowercase hex digits) of the node bundle that playbooks/node_bundle.yml built and
+            uploaded to C(trainstack/bundles/<sha256>.tar.gz); every node checks the bundle against it.
         type: str
         required: true
       instance_profile:
@@ -110,6 +117,7 @@ EXAMPLES = r"""
       subnet_private: "{{ foundation.subnet_private }}"
       security_group: "{{ foundation.security_group }}"
       bucket: "{{ foundation.bucket }}"
+      bundle_sha256: "{{ node_bundle_sha256 }}"
       placement_group: "{{ foundation.placement_group }}"
     dest: "{{ playbook_dir }}/../build/clusters/train-p5.yaml"
 """
@@ -150,6 +158,7 @@ _FOUNDATION = {
     "subnet_private": {"type": "str"},
     "security_group": {"type": "str"},
     "bucket": {"type": "str", "required": True},
+    "bundle_sha256": {"type": "str", "required": True},
     "instance_profile": {"type": "str"},
     "iam_policies": {"type": "list", "elements": "str"},
     "placement_group": {"type": "str"},

@@ -20,6 +20,7 @@ FOUNDATION = {
     "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
     "security_group": "sg-0c0c0c0c0c0c0c0c0",
     "bucket": "trainstack-test-cluster",
+    "bundle_sha256": "ab" * 32,
     "placement_group": "train-pg",
     "database": {
         "uri": "slurmdb.internal:3306",
@@ -28,6 +29,12 @@ FOUNDATION = {
     },
 }
 AMI = "ami-0d0d0d0d0d0d0d0d0"
+BUNDLE_ARGS = [
+    "--bundle",
+    f"s3://trainstack-test-cluster/trainstack/bundles/{'ab' * 32}.tar.gz",
+    "--sha256",
+    "ab" * 32,
+]
 
 
 @pytest.fixture
@@ -91,7 +98,7 @@ def test_p4d_renders_a_new_vpc_scratch_fsx_with_import_path(run_module):
     }
     assert head["CustomActions"]["OnNodeConfigured"] == {
         "Script": "s3://trainstack-test-cluster/trainstack/bootstrap.sh",
-        "Args": ["head"],
+        "Args": ["head", *BUNDLE_ARGS],
     }
     assert head["Iam"] == {
         "S3Access": [{"BucketName": "trainstack-test-cluster", "EnableWriteAccess": False}]
@@ -109,7 +116,7 @@ def test_p4d_renders_a_new_vpc_scratch_fsx_with_import_path(run_module):
             "Efa": {"Enabled": True},
         }
     ]
-    assert queue["CustomActions"]["OnNodeConfigured"]["Args"] == ["compute"]
+    assert queue["CustomActions"]["OnNodeConfigured"]["Args"] == ["compute", *BUNDLE_ARGS]
     assert "SlurmSettings" not in config["Scheduling"]
     assert config["SharedStorage"] == [
         {
@@ -139,7 +146,7 @@ def test_p5_renders_existing_subnets_capacity_block_login_efs_and_accounting(run
         [spec["network"]["public_subnet_id"]],
     )
     assert "Ssh" not in pool  # ParallelCluster 3.15+ refuses KeyName on login pools
-    assert pool["CustomActions"]["OnNodeConfigured"]["Args"] == ["login"]
+    assert pool["CustomActions"]["OnNodeConfigured"]["Args"] == ["login", *BUNDLE_ARGS]
     block, debug = config["Scheduling"]["SlurmQueues"]
     assert block["CapacityType"] == "CAPACITY_BLOCK"
     resource = block["ComputeResources"][0]
@@ -237,8 +244,23 @@ def test_instance_profile_replaces_s3_access_everywhere(run_module):
         ("p4d", FOUNDATION, {"ami_id": None}, "image.tags: the AMI is found by its tags in AWS"),
         ("p4d", {k: v for k, v in FOUNDATION.items() if k != "bucket"}, {}, "bucket"),
         ("p4d", {**FOUNDATION, "subnet": "subnet-0a0a0a0a0a0a0a0a0"}, {}, "subnet"),
+        ("p4d", {k: v for k, v in FOUNDATION.items() if k != "bundle_sha256"}, {}, "bundle_sha256"),
+        (
+            "p4d",
+            {**FOUNDATION, "bundle_sha256": "AB" * 32},
+            {},
+            "foundation.bundle_sha256 must be the 64 lowercase hex digits",
+        ),
     ],
-    ids=["no-private-subnet", "no-database", "ami-by-tags-unresolved", "no-bucket", "unknown-foundation-key"],
+    ids=[
+        "no-private-subnet",
+        "no-database",
+        "ami-by-tags-unresolved",
+        "no-bucket",
+        "unknown-foundation-key",
+        "no-bundle-sha256",
+        "bundle-sha256-not-lowercase-hex",
+    ],
 )
 def test_render_refuses_naming_the_missing_input(run_module, tmp_path, name, foundation, extra, fragment):
     dest = tmp_path / "cluster.yaml"

@@ -20,14 +20,15 @@ def _uses_the_host(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked lab_teardown take the lab down, so they run after every other test.
 
-    Under pytest-xdist (`-n 2 --dist loadgroup`) every test that touches the lab or builds with LXC is one
-    group, so one worker runs them in this order while the other takes the self-contained tests (moto,
-    rendered manifests, the local launcher): the lab is one shared machine, the rest is not.
+    Every test that touches the lab or builds with LXC is marked `host`: those run in one process, in this
+    order (`make integration-host`), while the self-contained tests (moto, rendered manifests, the local
+    launcher) can run beside them in another (`make integration-isolated`): the lab is one shared machine,
+    the rest is not. (The `-m` selection sees the marker: this hook runs before pytest's own.)
     """
     items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
     for item in items:
         if _uses_the_host(item):
-            item.add_marker(pytest.mark.xdist_group("host"))
+            item.add_marker(pytest.mark.host)
 
 
 @pytest.fixture(scope="session")

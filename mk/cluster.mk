@@ -7,7 +7,7 @@ PCLUSTER_VENV ?= $(CURDIR)/.cache/pcluster-venv-$(shell sha256sum $(PCLUSTER_REQ
 CLUSTER_SPECS ?= $(wildcard inventories/aws/clusters/*.yml)
 CLUSTER_RENDER_DIR := $(CURDIR)/build/clusters
 
-.PHONY: pcluster-venv cluster-configs validate-pcluster test-cluster
+.PHONY: pcluster-venv cluster-configs validate-pcluster test-cluster node-bundle
 $(PCLUSTER_VENV)/.stamp: $(PCLUSTER_REQUIREMENTS)
 	rm -rf $(PCLUSTER_VENV)
 	python3 -m venv $(PCLUSTER_VENV)
@@ -26,3 +26,7 @@ validate-pcluster: cluster-configs pcluster-venv ## the rendered configs through
 
 test-cluster: setup pcluster-venv ## cluster spec and rendering tests, with the slow ones through ParallelCluster's schema
 	$(BIN)/pytest $(ANSIBLE_UNIT_TESTS) -m cluster $(PYTEST_ARGS)
+
+# What every ParallelCluster node's OnNodeConfigured action installs (docs/aws-parallelcluster.md, "Node bootstrap").
+node-bundle: setup ## build the node bundle and bootstrap.sh into build/node-bundle/; BUCKET=<name> also uploads them
+	$(BIN)/ansible-playbook playbooks/node_bundle.yml $(if $(BUCKET),-e node_bundle_bucket=$(BUCKET))

@@ -148,8 +148,12 @@ def real_debian_debs(scratch: Path) -> list[tuple[Path, str | None]]:
 
 
 @contextlib.contextmanager
-def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
-    """Serve ``root`` over HTTP on loopback (a stand-in download host); yields (base_url, requested paths)."""
+def serve_directory(root: Path, host: str = "127.0.0.1") -> Iterator[tuple[str, list[str]]]:
+    """Serve ``root`` over HTTP (a stand-in download host); yields (base_url, requested paths).
+
+    On loopback by default; ``host`` binds another address, such as the lab bridge's for lab nodes to fetch
+    from.
+    """
     import functools
     import http.server
     import threading
@@ -160,12 +164,10 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: object) -> None:
             requests.append(self.path)
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
-    )
+    server = http.server.ThreadingHTTPServer((host, 0), functools.partial(Handler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+        yield f"http://{host}:{server.server_address[1]}", requests
     finally:
         server.shutdown()
 

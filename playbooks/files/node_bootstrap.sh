@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # trainstack node bootstrap: the OnNodeConfigured custom action of every ParallelCluster node a cluster spec
 # renders (pcluster_config). ParallelCluster runs it as root once the node is configured, with the Args of the
 # cluster configuration:

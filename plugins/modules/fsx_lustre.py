@@ -297,25 +297,32 @@ def drift(file_system: dict[str, Any], params: dict[str, Any]) -> list[str]:
     ]
 
 
+def associations(client: Any, file_system_id: str) -> list[dict[str, Any]]:
+    """The file system's data repository associations (botocore has no paginator for this call)."""
+    found: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]}]}
+    while True:
+        page = client.describe_data_repository_associations(**request)
+        found.extend(page.get("Associations", []))
+        if not page.get("NextToken"):
+            return found
+        request["NextToken"] = page["NextToken"]
+
+
 def ensure_association(module: Any, client: Any, file_system_id: str) -> tuple[bool, str]:
     """Link the file system path to S3 unless an association for that path exists already."""
     link = module.params["data_repository"]
     if not link:
         return False, ""
-    if file_system_id:
-        pages = client.get_paginator("describe_data_repository_associations").paginate(
-            Filters=[{"Name": "file-system-id", "Values": [file_system_id]}]
-        )
-        for page in pages:
-            for association in page.get("Associations", []):
-                if association.get("FileSystemPath") == link["file_system_path"]:
-                    if association.get("DataRepositoryPath") != link["data_repository_path"]:
-                        module.warn(
-                            f"{link['file_system_path']} is linked to "
-                            f"{association.get('DataRepositoryPath')}, not {link['data_repository_path']}; "
-                            "left as it is"
-                        )
-                    return False, association["AssociationId"]
+    for association in associations(client, file_system_id) if file_system_id else []:
+        if association.get("FileSystemPath") == link["file_system_path"]:
+            if association.get("DataRepositoryPath") != link["data_repository_path"]:
+                module.warn(
+                    f"{link['file_system_path']} is linked to "
+                    f"{association.get('DataRepositoryPath')}, not {link['data_repository_path']}; "
+                    "left as it is"
+                )
+            return False, association["AssociationId"]
     if module.check_mode:
         return True, ""
     made = client.create_data_repository_association(**association_request(file_system_id, module.params))

@@ -1,0 +1,344 @@
+"""The AWS foundation of a cluster against a real moto server: create, a second run that changes nothing,
+the outputs the ParallelCluster renderer reads, a teardown that removes exactly what carries the cluster's
+tag, and bad input that stops before anything is made.
+
+One moto server and one set of playbook runs serve the whole module: each run drives two clusters in
+parallel, as inventory hosts (one in a VPC of its own, one in a VPC and bucket that existed before, untagged),
+so the module is four playbook runs long.
+moto has no placement groups and no FSx data repository associations: those requests are checked against
+botocore's model of the API instead (tests/unit/plugins/modules/test_fsx_lustre.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import VENV_BIN, MotoServer, moto_aws_env, run, start_moto
+
+pytestmark = pytest.mark.moto
+
+REGION = "us-east-1"
+ZONE = "us-east-1a"
+TAG = "trainstack:cluster"
+# llm-a: a VPC of its own, FSx (moto has no data repository associations: no link), SSH from one range.
+OWN_VPC = {
+    "aws_foundation_cluster_name": "llm-a",
+    "aws_foundation_region": REGION,
+    "aws_foundation_availability_zone": ZONE,
+    "aws_foundation_ssh_cidrs": ["203.0.113.0/24"],
+    "aws_foundation_fsx_enabled": True,
+    "aws_foundation_fsx_storage_capacity": 2400,
+    "aws_foundation_fsx_link_bucket": False,
+    "aws_foundation_placement_group": False,  # moto has no placement groups
+    "aws_foundation_tags": {"team": "ml"},
+}
+
+
+@dataclass
+class Given:
+    """A VPC, subnet and bucket made before the foundation, untagged: the teardown must leave them."""
+
+    vpc_id: str
+    subnet_id: str
+    bucket: str
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    server = start_moto(env={"MOTO_IAM_LOAD_MANAGED_POLICIES": "true"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def given(moto: MotoServer) -> Given:
+    ec2 = moto.client("ec2", REGION)
+    vpc = ec2.create_vpc(CidrBlock="192.168.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="192.168.1.0/24", AvailabilityZone=ZONE)["Subnet"]
+    s3 = moto.client("s3", REGION)
+    s3.create_bucket(Bucket="team-datasets")
+    s3.put_object(Bucket="team-datasets", Key="corpus/part-0000.jsonl", Body=b"{}\n")
+    return Given(vpc, subnet["SubnetId"], "team-datasets")
+
+
+def given_vars(given: Given) -> dict[str, Any]:
+    """llm-b: the given subnet and bucket; no FSx, no placement group."""
+    return {
+        "aws_foundation_cluster_name": "llm-b",
+        "aws_foundation_region": REGION,
+        "aws_foundation_availability_zone": ZONE,
+        "aws_foundation_vpc_create": False,
+        "aws_foundation_private_subnet_id": given.subnet_id,
+        "aws_foundation_bucket_create": False,
+        "aws_foundation_bucket_name": given.bucket,
+        "aws_foundation_placement_group": False,
+    }
+
+
+def playbook(tmp: Path, moto: MotoServer, name: str, clusters: dict[str, dict]) -> dict[str, Any]:
+    """Run a collection playbook for several clusters at once, as the playbook documents: each cluster an
+    inventory host with its variables, one fork each. Returns the JSON callback's report."""
+    hosts = {
+        host: {
+            **variables,
+            "ansible_connection": "local",
+            "ansible_python_interpreter": str(VENV_BIN / "python"),
+        }
+        for host, variables in clusters.items()
+    }
+    inventory = tmp / f"{name}-{len(list(tmp.glob('*.yml')))}.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"clusters": {"hosts": hosts}}}}))
+    env = moto_aws_env(moto.url, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_PIPELINING="true")
+    command = [str(VENV_BIN / "ansible-playbook"), f"trainstack.cluster.{name}", "-i", str(inventory)]
+    done = run([*command, "-e", "cluster_hosts=clusters", "-f", str(len(hosts))], check=False, env=env)
+    result = json.loads(done.stdout)
+    result["returncode"] = done.returncode
+    return result
+
+
+def succeeded(result: dict[str, Any]) -> dict[str, Any]:
+    failed = {h: s for h, s in result["stats"].items() if s["failures"] or s["unreachable"]}
+    assert result["returncode"] == 0 and not failed, json.dumps(host_results(result), indent=1)[-6000:]
+    return result
+
+
+def host_results(result: dict[str, Any]) -> list[tuple[str, str, dict]]:
+    """(task name, host, result) of every task run."""
+    return [
+        (task["task"]["name"], host, outcome)
+        for play in result["plays"]
+        for task in play["tasks"]
+        for host, outcome in task["hosts"].items()
+    ]
+
+
+def outputs(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """aws_foundation_outputs of each cluster (the playbook's last task shows them)."""
+    return {
+        host: o["aws_foundation_outputs"]
+        for _, host, o in host_results(result)
+        if "aws_foundation_outputs" in o
+    }
+
+
+def changed_tasks(result: dict[str, Any]) -> list[str]:
+    return [f"{host}: {name}" for name, host, outcome in host_results(result) if outcome.get("changed")]
+
+
+def tagged(moto: MotoServer, cluster: str) -> dict[str, list[str]]:
+    """Every resource in moto that carries the cluster's tag, by kind (empty lists when none)."""
+    ec2 = moto.client("ec2", REGION)
+    by_tag = [{"Name": f"tag:{TAG}", "Values": [cluster]}]
+    live = {"Name": "state", "Values": ["pending", "available"]}
+    found = {
+        "vpcs": [v["VpcId"] for v in ec2.describe_vpcs(Filters=by_tag)["Vpcs"]],
+        "subnets": [s["SubnetId"] for s in ec2.describe_subnets(Filters=by_tag)["Subnets"]],
+        "security_groups": [
+            g["GroupId"] for g in ec2.describe_security_groups(Filters=by_tag)["SecurityGroups"]
+        ],
+        "route_tables": [r["RouteTableId"] for r in ec2.describe_route_tables(Filters=by_tag)["RouteTables"]],
+        "internet_gateways": [
+            g["InternetGatewayId"] for g in ec2.describe_internet_gateways(Filters=by_tag)["InternetGateways"]
+        ],
+        "nat_gateways": [
+            n["NatGatewayId"] for n in ec2.describe_nat_gateways(Filters=[*by_tag, live])["NatGateways"]
+        ],
+        "addresses": [a["AllocationId"] for a in ec2.describe_addresses(Filters=by_tag)["Addresses"]],
+        "endpoints": [
+            e["VpcEndpointId"]
+            for e in ec2.describe_vpc_endpoints(Filters=by_tag)["VpcEndpoints"]
+            if e["State"].lower() != "deleted"
+        ],
+    }
+    file_systems = moto.client("fsx", REGION).describe_file_systems()["FileSystems"]
+    found["file_systems"] = [
+        f["FileSystemId"] for f in file_systems if {"Key": TAG, "Value": cluster} in f["Tags"]
+    ]
+    iam = moto.client("iam", REGION)
+    found["roles"] = [r["RoleName"] for r in iam.list_roles()["Roles"] if cluster in r["RoleName"]]
+    found["instance_profiles"] = [
+        p["InstanceProfileName"]
+        for p in iam.list_instance_profiles()["InstanceProfiles"]
+        if cluster in p["InstanceProfileName"]
+    ]
+    found["buckets"] = [
+        b["Name"] for b in moto.client("s3", REGION).list_buckets()["Buckets"] if cluster in b["Name"]
+    ]
+    return found
+
+
+def vpc_ids(moto: MotoServer) -> set[str]:
+    return {v["VpcId"] for v in moto.client("ec2", REGION).describe_vpcs()["Vpcs"]}
+
+
+# ------------------------------------------------------------------ bad input: refused before any change
+# (cluster, the variable it gets wrong, the value): each a cluster of its own in one run.
+BAD = [
+    ("bad-subnet", "aws_foundation_private_subnet_cidr", "10.1.0.0/24"),
+    ("bad-zone", "aws_foundation_availability_zone", "eu-west-1a"),
+    ("bad-fsx", "aws_foundation_fsx_per_unit_storage_throughput", 300),
+]
+
+
+def test_bad_input_is_refused_before_anything_is_made(tmp_path: Path, moto: MotoServer, given: Given) -> None:
+    before = vpc_ids(moto)
+    clusters = {
+        name: {**OWN_VPC, "aws_foundation_cluster_name": name, key: value} for name, key, value in BAD
+    }
+    result = playbook(tmp_path, moto, "cluster_foundation", clusters)
+    assert result["returncode"] != 0
+    for name, key, _ in BAD:
+        failed = [o for _, host, o in host_results(result) if host == name and o.get("failed")]
+        # A looped assert says which item failed in its results.
+        messages = " ".join(str(r.get("msg", "")) for f in failed for r in [f, *f.get("results", [])])
+        assert key in messages, (name, messages)
+        assert not any(tagged(moto, name).values())
+    assert vpc_ids(moto) == before
+    assert [b["Name"] for b in moto.client("s3", REGION).list_buckets()["Buckets"]] == [given.bucket]
+    assert moto.client("iam", REGION).list_roles()["Roles"] == []
+
+
+# ------------------------------------------------------------------ create, outputs, second run, teardown
+@pytest.fixture(scope="module")
+def created(tmp_path_factory: pytest.TempPathFactory, moto: MotoServer, given: Given) -> dict[str, Any]:
+    clusters = {"llm-a": OWN_VPC, "llm-b": given_vars(given)}
+    return succeeded(playbook(tmp_path_factory.mktemp("up"), moto, "cluster_foundation", clusters))
+
+
+def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dict[str, Any]) -> None:
+    own, shared = outputs(created)["llm-a"], outputs(created)["llm-b"]
+    ec2 = moto.client("ec2", REGION)
+    subnets = {
+        s["SubnetId"]: s
+        for s in ec2.describe_subnets(SubnetIds=[own["public_subnet_id"], own["private_subnet_id"]])[
+            "Subnets"
+        ]
+    }
+    assert {s["VpcId"] for s in subnets.values()} == {own["vpc_id"]}
+    assert {s["AvailabilityZone"] for s in subnets.values()} == {ZONE}
+    assert subnets[own["public_subnet_id"]]["MapPublicIpOnLaunch"] is True
+    assert subnets[own["private_subnet_id"]]["MapPublicIpOnLaunch"] is False
+    for subnet in subnets.values():
+        tags = {t["Key"]: t["Value"] for t in subnet["Tags"]}
+        assert tags[TAG] == "llm-a" and tags["team"] == "ml" and tags["Name"].startswith("llm-a-")
+    # Private subnet: default route through the NAT gateway, which sits in the public subnet.
+    private_table = ec2.describe_route_tables(
+        Filters=[{"Name": "association.subnet-id", "Values": [own["private_subnet_id"]]}]
+    )["RouteTables"][0]
+    nat = [
+        r.get("NatGatewayId") for r in private_table["Routes"] if r.get("DestinationCidrBlock") == "0.0.0.0/0"
+    ]
+    assert (
+        nat
+        and ec2.describe_nat_gateways(NatGatewayIds=nat)["NatGateways"][0]["SubnetId"]
+        == own["public_subnet_id"]
+    )
+    endpoints = ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [own["vpc_id"]]}])[
+        "VpcEndpoints"
+    ]
+    assert [e["ServiceName"] for e in endpoints] == [f"com.amazonaws.{REGION}.s3"]
+    assert private_table["RouteTableId"] in endpoints[0]["RouteTableIds"]
+
+    group = ec2.describe_security_groups(GroupIds=[own["security_group_id"]])["SecurityGroups"][0]
+    self_pair = [{"GroupId": own["security_group_id"], "UserId": group["OwnerId"]}]
+
+    def pairs(rules: list[dict]) -> list[list[dict]]:
+        return [
+            [{k: p[k] for k in ("GroupId", "UserId")} for p in r["UserIdGroupPairs"]]
+            for r in rules
+            if r["IpProtocol"] == "-1" and r["UserIdGroupPairs"]
+        ]
+
+    assert pairs(group["IpPermissions"]) == [self_pair]
+    assert pairs(group["IpPermissionsEgress"]) == [self_pair]
+    ssh = [r for r in group["IpPermissions"] if r["IpProtocol"] == "tcp"]
+    assert [(r["FromPort"], r["ToPort"], [i["CidrIp"] for i in r["IpRanges"]]) for r in ssh] == [
+        (22, 22, ["203.0.113.0/24"])
+    ]
+
+    s3 = moto.client("s3", REGION)
+    assert own["bucket"] == "trainstack-llm-a-us-east-1"
+    rules = s3.get_bucket_encryption(Bucket=own["bucket"])["ServerSideEncryptionConfiguration"]["Rules"]
+    assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert all(s3.get_public_access_block(Bucket=own["bucket"])["PublicAccessBlockConfiguration"].values())
+
+    iam = moto.client("iam", REGION)
+    role = own["instance_role_name"]
+    assert role == "trainstack-llm-a-node"
+    attached = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]]
+    assert attached == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    inline = iam.get_role_policy(RoleName=role, PolicyName="read-cluster-bucket")["PolicyDocument"]
+    granted = {(a, s["Resource"]) for s in inline["Statement"] for a in s["Action"]}
+    bucket_arn = f"arn:aws:s3:::{own['bucket']}"
+    assert granted == {
+        ("s3:ListBucket", bucket_arn),
+        ("s3:GetBucketLocation", bucket_arn),
+        ("s3:GetObject", f"{bucket_arn}/*"),
+    }
+    profile = iam.get_instance_profile(InstanceProfileName=own["instance_profile_name"])["InstanceProfile"]
+    assert profile["Arn"] == own["instance_profile_arn"]
+    assert [r["Arn"] for r in profile["Roles"]] == [own["instance_role_arn"]]
+
+    file_system = moto.client("fsx", REGION).describe_file_systems(FileSystemIds=[own["fsx_file_system_id"]])
+    file_system = file_system["FileSystems"][0]
+    assert file_system["SubnetIds"] == [own["private_subnet_id"]]
+    # (moto drops SecurityGroupIds from its answer; the request's are checked against botocore's model.)
+    assert file_system["StorageCapacity"] == 2400
+    assert file_system["LustreConfiguration"]["PerUnitStorageThroughput"] == 250
+    assert own["fsx_dns_name"] == file_system["DNSName"]
+    assert own["placement_group"] == ""
+
+    # The second cluster lives in what it was given.
+    assert (shared["vpc_id"], shared["private_subnet_id"], shared["bucket"]) == (
+        given.vpc_id,
+        given.subnet_id,
+        given.bucket,
+    )
+    assert shared["fsx_file_system_id"] == ""
+
+
+def test_second_run_changes_nothing(
+    tmp_path: Path, moto: MotoServer, given: Given, created: dict[str, Any]
+) -> None:
+    again = succeeded(
+        playbook(tmp_path, moto, "cluster_foundation", {"llm-a": OWN_VPC, "llm-b": given_vars(given)})
+    )
+    assert changed_tasks(again) == []
+    assert [s["changed"] for s in again["stats"].values()] == [0, 0]
+    assert outputs(again) == outputs(created)
+
+
+def test_teardown_removes_what_carries_the_tag_and_nothing_else(
+    tmp_path: Path, moto: MotoServer, given: Given, created: dict[str, Any]
+) -> None:
+    before = vpc_ids(moto)
+    clusters = {
+        "llm-a": {k: v for k, v in OWN_VPC.items() if k in TEARDOWN_KEYS},
+        "llm-b": {k: v for k, v in given_vars(given).items() if k in TEARDOWN_KEYS},
+    }
+    succeeded(playbook(tmp_path, moto, "cluster_teardown", clusters))
+    for cluster in ("llm-a", "llm-b"):
+        left = tagged(moto, cluster)
+        assert not any(left.values()), left
+    own = outputs(created)["llm-a"]
+    assert vpc_ids(moto) == before - {own["vpc_id"]}
+    assert given.vpc_id in vpc_ids(moto)
+    ec2 = moto.client("ec2", REGION)
+    assert ec2.describe_subnets(SubnetIds=[given.subnet_id])["Subnets"][0]["VpcId"] == given.vpc_id
+    objects = moto.client("s3", REGION).list_objects_v2(Bucket=given.bucket)["Contents"]
+    assert [o["Key"] for o in objects] == ["corpus/part-0000.jsonl"]
+
+
+TEARDOWN_KEYS = {
+    "aws_foundation_cluster_name",
+    "aws_foundation_region",
+    "aws_foundation_bucket_name",
+    "aws_foundation_placement_group",
+}

@@ -116,13 +116,13 @@ def _snapshot(address: str) -> dict[str, Any]:
 
 def _restore(address: str, before: dict[str, Any]) -> None:
     """Remove what the test and the bootstrap added, so the lab's other tests find the nodes as they were."""
-    on_lab_node(
-        "systemctl disable --now trainstack-efa-exporter.timer trainstack-efa-exporter.service 2>/dev/null;"
-        " true",
-        address,
-        check=False,
-    )
     created = [path for path in CREATED_PATHS if path not in before["paths"]]
+    if "/etc/systemd/system/trainstack-efa-exporter.timer" in created:
+        on_lab_node(
+            "systemctl disable --now trainstack-efa-exporter.timer trainstack-efa-exporter.service",
+            address,
+            check=False,
+        )
     if created:
         on_lab_node("rm -rf " + " ".join(shlex.quote(path) for path in created), address, check=False)
     new_packages = set(PACKAGES) - before["packages"]

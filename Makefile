@@ -171,6 +171,11 @@ SANITY_ARGS ?=
 .PHONY: sanity
 sanity: setup ## ansible-test sanity, every test (justified exceptions: tests/sanity/ignore-2.19.txt)
 	rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR) ~/.ansible/test/cache
+	@# amazon.aws sits next to the collection, as ansible-test expects of a dependency: fsx_lustre extends its
+	@# documentation fragments.
+	mkdir -p $(CURDIR)/.cache/sanity/ansible_collections/amazon
+	ln -sfn "$$($(PY) -c 'import ansible_collections.amazon.aws as c; print(c.__path__[0])')" \
+		$(CURDIR)/.cache/sanity/ansible_collections/amazon/aws
 	@# Tracked files as they are in the work tree; those deleted there (listed twice) are left out.
 	{ git ls-files -z; git ls-files -z --deleted; } | sort -z | uniq -zu | xargs -0 tar -cf - | tar -xf - -C $(SANITY_DIR)
 	cd $(SANITY_DIR) && git init -q . && git add -A

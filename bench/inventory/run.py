@@ -31,13 +31,15 @@ sys.path.insert(0, str(ROOT / "tests" / "integration" / "inventory"))
 
 import moto_fleet  # noqa: E402  (shared moto helpers live with the integration tests)
 
+from tests.support import MotoServer, start_moto  # noqa: E402  (the moto server every AWS test starts)
+
 REGIONS = ("us-east-1", "us-west-2")
 QUEUES = (("train", "p5", "p5.48xlarge"), ("eval", "p4d", "p4d.24xlarge"), ("cpu", "c5", "c5.24xlarge"))
 ZONES = ("a", "b", "c")
 TARGETS = {"cold_list_ratio_max": 0.5, "cached_list_ratio_max": 0.2, "cached_list_hosts_seconds_max": 3.0}
 
 
-def build_fleet(server: moto_fleet.MotoServer, clusters: int, compute: int) -> dict[str, Any]:
+def build_fleet(server: MotoServer, clusters: int, compute: int) -> dict[str, Any]:
     """`clusters` ParallelClusters split over the regions: 1 head + `compute` nodes in 3 queues each.
 
     Each queue is one run_instances call, the way ParallelCluster launches a compute resource's batch, so
@@ -64,7 +66,7 @@ def build_fleet(server: moto_fleet.MotoServer, clusters: int, compute: int) -> d
     }
 
 
-def bare_describe(server: moto_fleet.MotoServer) -> dict[str, Any]:
+def bare_describe(server: MotoServer) -> dict[str, Any]:
     """What moto alone costs: the same filtered, paginated describe_instances, no inventory work at all.
 
     Also counts distinct private DNS names: moto draws private IPs at random, and a collision inside a
@@ -236,7 +238,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(tempfile.mkdtemp(prefix="bench-inventory-"))
-    server = moto_fleet.start_moto(log=work / "moto.log")
+    server = start_moto(log=work / "moto.log")
     try:
         fleet = build_fleet(server, args.clusters, args.compute)
         print(f"fleet: {fleet}", flush=True)

@@ -123,7 +123,7 @@ def outputs(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """aws_foundation_outputs of each cluster (the playbook's last task shows them)."""
     return {
         host: o["aws_foundation_outputs"]
-        for _, host, o in host_results(result)
+        for task, host, o in host_results(result)
         if "aws_foundation_outputs" in o
     }
 
@@ -194,8 +194,8 @@ def test_bad_input_is_refused_before_anything_is_made(tmp_path: Path, moto: Moto
     }
     result = playbook(tmp_path, moto, "cluster_foundation", clusters)
     assert result["returncode"] != 0
-    for name, key, _ in BAD:
-        failed = [o for _, host, o in host_results(result) if host == name and o.get("failed")]
+    for name, key in [case[:2] for case in BAD]:
+        failed = [o for task, host, o in host_results(result) if host == name and o.get("failed")]
         # A looped assert says which item failed in its results.
         messages = " ".join(str(r.get("msg", "")) for f in failed for r in [f, *f.get("results", [])])
         assert key in messages, (name, messages)

@@ -19,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import moto_fleet  # helper module next to this file, shared with bench/inventory
 from moto_fleet import KEYS, plain
 
+from tests.support import MotoServer, start_moto
+
 
 @dataclass
 class Fleet:
@@ -63,14 +65,14 @@ class Runner:
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[moto_fleet.MotoServer]:
-    server = moto_fleet.start_moto()
+def moto_server() -> Iterator[MotoServer]:
+    server = start_moto()
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="session")
-def fleet(moto_server: moto_fleet.MotoServer) -> Fleet:
+def fleet(moto_server: MotoServer) -> Fleet:
     """Two regions: ParallelCluster llm-a, PCS pcs_abc123 and tagged fleet-x in us-east-1; ParallelCluster
     llm-b and HyperPod hp-1 in us-west-2; plus an untagged instance and a stopped cluster node (both must be
     left out)."""
@@ -112,7 +114,7 @@ def fleet(moto_server: moto_fleet.MotoServer) -> Fleet:
 
 
 @pytest.fixture
-def runner(tmp_path: Path, moto_server: moto_fleet.MotoServer, fleet: Fleet) -> Runner:
+def runner(tmp_path: Path, moto_server: MotoServer, fleet: Fleet) -> Runner:
     return Runner(tmp_path, moto_server.url)
 
 

@@ -11,9 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-# The moto server itself is every AWS test's (tests/support.py); this module's users reach it through here.
-from tests.support import MotoServer, free_port, start_moto  # noqa: F401
-
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

@@ -12,6 +12,8 @@ import moto_fleet
 import pytest
 from moto_fleet import plain
 
+from tests.support import start_moto
+
 pytestmark = pytest.mark.moto
 
 ALL_KINDS = """
@@ -291,7 +293,7 @@ def big_region():
     one instance per reservation makes moto page exactly as AWS would: 1,000 then 100 with the default
     page_size of 1000.
     """
-    server = moto_fleet.start_moto()
+    server = start_moto()
     try:
         ec2 = server.client("ec2", "eu-west-1")
         ami = moto_fleet.image_id(ec2)

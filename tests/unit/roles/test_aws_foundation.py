@@ -39,7 +39,7 @@ def _evaluate(templar: Any, tasks: list[dict]) -> tuple[str | None, Any]:
         if condition is not None and not scoped.evaluate_conditional(trust_as_template(str(condition))):
             continue
         if "block" in task:
-            message, _ = _evaluate(scoped, task["block"])
+            message = _evaluate(scoped, task["block"])[0]
             if message is not None:
                 return message, templar
         elif "ansible.builtin.set_fact" in task:

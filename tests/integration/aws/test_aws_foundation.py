@@ -205,13 +205,62 @@ def test_bad_input_is_refused_before_anything_is_made(tmp_path: Path, moto: Moto
     assert moto.client("iam", REGION).list_roles()["Roles"] == []
 
 
+# ------------------------------------------------------------------ fsx_lustre on its own
+FSX_PLAY = """
+- name: fsx_lustre through its life
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    trainstack.cluster.fsx_lustre: {region: REGION, cluster: fsx-only, name: fsx-only-fsx, subnet_id: SUBNET}
+  tasks:
+    - {name: planned, trainstack.cluster.fsx_lustre: {}, check_mode: true, register: planned}
+    - {name: made, trainstack.cluster.fsx_lustre: {storage_capacity: 2400}, register: made}
+    - {name: again, trainstack.cluster.fsx_lustre: {storage_capacity: 2400}, register: again}
+    - {name: resized, trainstack.cluster.fsx_lustre: {storage_capacity: 4800}, register: resized}
+    - {name: deleted, trainstack.cluster.fsx_lustre: {state: absent}, register: deleted}
+    - {name: gone, trainstack.cluster.fsx_lustre: {state: absent}, register: gone}
+"""
+
+
+def test_fsx_lustre_finds_its_file_system_by_tag(tmp_path: Path, moto: MotoServer, given: Given) -> None:
+    """Check mode makes nothing; a second run finds the file system by its tags and changes nothing; a
+    different size is reported, not applied; absent deletes it, and then has nothing to do."""
+    play = tmp_path / "fsx.yml"
+    play.write_text(FSX_PLAY.replace("REGION", REGION).replace("SUBNET", given.subnet_id))
+    env = moto_aws_env(moto.url, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_PIPELINING="true")
+    command = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(play)]
+    done = run([*command, "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"], check=False, env=env)
+    steps = {task: outcome for task, host, outcome in host_results(json.loads(done.stdout))}
+    assert done.returncode == 0, steps
+    fsx = moto.client("fsx", REGION)
+    assert steps["planned"]["changed"] and steps["planned"]["file_system_id"] == ""
+    assert steps["made"]["changed"] and steps["made"]["file_system"]["tags"] == {
+        TAG: "fsx-only",
+        "Name": "fsx-only-fsx",
+    }
+    assert not steps["again"]["changed"]
+    assert steps["again"]["file_system_id"] == steps["made"]["file_system_id"]
+    assert not steps["resized"]["changed"] and "storage_capacity is 2400, not 4800" in str(steps["resized"])
+    assert steps["deleted"]["changed"] and not steps["gone"]["changed"]
+    left = [
+        f
+        for f in fsx.describe_file_systems()["FileSystems"]
+        if {"Key": TAG, "Value": "fsx-only"} in f["Tags"]
+    ]
+    assert left == []
+
+
 # ------------------------------------------------------------------ create, outputs, second run, teardown
+# Each is a full playbook run of two clusters (about 40 s on a 2-core machine): behind the slow marker, run
+# by `make test-slow` and `make test-aws`.
 @pytest.fixture(scope="module")
 def created(tmp_path_factory: pytest.TempPathFactory, moto: MotoServer, given: Given) -> dict[str, Any]:
     clusters = {"llm-a": OWN_VPC, "llm-b": given_vars(given)}
     return succeeded(playbook(tmp_path_factory.mktemp("up"), moto, "cluster_foundation", clusters))
 
 
+@pytest.mark.slow
 def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dict[str, Any]) -> None:
     own, shared = outputs(created)["llm-a"], outputs(created)["llm-b"]
     ec2 = moto.client("ec2", REGION)
@@ -304,6 +353,7 @@ def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dic
     assert shared["fsx_file_system_id"] == ""
 
 
+@pytest.mark.slow
 def test_second_run_changes_nothing(
     tmp_path: Path, moto: MotoServer, given: Given, created: dict[str, Any]
 ) -> None:
@@ -315,6 +365,7 @@ def test_second_run_changes_nothing(
     assert outputs(again) == outputs(created)
 
 
+@pytest.mark.slow
 def test_teardown_removes_what_carries_the_tag_and_nothing_else(
     tmp_path: Path, moto: MotoServer, given: Given, created: dict[str, Any]
 ) -> None:
@@ -323,17 +374,21 @@ def test_teardown_removes_what_carries_the_tag_and_nothing_else(
         "llm-a": {k: v for k, v in OWN_VPC.items() if k in TEARDOWN_KEYS},
         "llm-b": {k: v for k, v in given_vars(given).items() if k in TEARDOWN_KEYS},
     }
+    own = outputs(created)["llm-a"]
+    # The cluster's own bucket goes with what is in it.
+    moto.client("s3", REGION).put_object(Bucket=own["bucket"], Key="bootstrap/node.sh", Body=b"#!/bin/sh\n")
     succeeded(playbook(tmp_path, moto, "cluster_teardown", clusters))
     for cluster in ("llm-a", "llm-b"):
         left = tagged(moto, cluster)
         assert not any(left.values()), left
-    own = outputs(created)["llm-a"]
     assert vpc_ids(moto) == before - {own["vpc_id"]}
     assert given.vpc_id in vpc_ids(moto)
     ec2 = moto.client("ec2", REGION)
     assert ec2.describe_subnets(SubnetIds=[given.subnet_id])["Subnets"][0]["VpcId"] == given.vpc_id
     objects = moto.client("s3", REGION).list_objects_v2(Bucket=given.bucket)["Contents"]
     assert [o["Key"] for o in objects] == ["corpus/part-0000.jsonl"]
+    # A teardown that is run again (after an interrupted one, say) finds nothing to do.
+    assert changed_tasks(succeeded(playbook(tmp_path, moto, "cluster_teardown", clusters))) == []
 
 
 TEARDOWN_KEYS = {

@@ -25,7 +25,7 @@ def test_the_group_names_are_the_ones_the_inventory_plugin_makes() -> None:
         instance_type="p5.48xlarge",
         region="us-east-1",
     )
-    made = [name for name, _ in group_names(node, "")]
+    made = [pair[0] for pair in group_names(node, "")]
     assert cluster_group("train-p5.v2") in made
     assert cluster_group("train-p5.v2", role="head") in made
 

@@ -10,8 +10,10 @@ playbooks and the plugin in step: the group names come from the plugin's own mod
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import safe_group
 
@@ -67,8 +69,73 @@ def cluster_head(groups: Mapping[str, Sequence[str]], cluster: str = "") -> dict
     return {"host": heads[0], "error": ""}
 
 
+def _subnet_cidrs(vpc_cidr: str) -> dict[str, str]:
+    """A new VPC's two subnets: the upper half for the (larger) private subnet, a small one at the start for
+    the public subnet (NAT gateway, head node's address); a /16 gives the role's defaults, /24 and /17."""
+    vpc = ipaddress.ip_network(vpc_cidr)
+    return {
+        "aws_foundation_vpc_cidr": str(vpc),
+        "aws_foundation_public_subnet_cidr": str(next(vpc.subnets(new_prefix=min(vpc.prefixlen + 8, 28)))),
+        "aws_foundation_private_subnet_cidr": str(list(vpc.subnets(prefixlen_diff=1))[1]),
+    }
+
+
+def _network_vars(network: Mapping[str, Any]) -> dict[str, Any]:
+    if network["vpc"] == "existing":
+        return {
+            "aws_foundation_vpc_create": False,
+            "aws_foundation_public_subnet_id": network["public_subnet_id"],
+            "aws_foundation_private_subnet_id": network["private_subnet_id"],
+        }
+    return {
+        "aws_foundation_vpc_create": True,
+        **(_subnet_cidrs(network["cidr"]) if network.get("cidr") else {}),
+    }
+
+
+def _storage_vars(fsx: Mapping[str, Any] | None) -> dict[str, Any]:
+    """FSx made by the foundation, so that the data outlives any one cluster; a data repository path names the
+    (existing) bucket, which then is the cluster's data and bootstrap bucket."""
+    if not fsx:
+        return {"aws_foundation_fsx_enabled": False, "aws_foundation_fsx_link_bucket": False}
+    found: dict[str, Any] = {
+        "aws_foundation_fsx_enabled": True,
+        "aws_foundation_fsx_deployment_type": fsx["deployment_type"],
+        "aws_foundation_fsx_storage_capacity": fsx["storage_capacity_gib"],
+        "aws_foundation_fsx_link_bucket": bool(fsx.get("data_repository_path")),
+    }
+    if fsx.get("per_unit_storage_throughput") is not None:
+        found["aws_foundation_fsx_per_unit_storage_throughput"] = fsx["per_unit_storage_throughput"]
+    if fsx.get("data_repository_path"):
+        path = urlsplit(fsx["data_repository_path"])
+        prefix = path.path.strip("/")
+        found |= {
+            "aws_foundation_bucket_name": path.netloc,
+            "aws_foundation_bucket_create": False,
+            "aws_foundation_fsx_s3_prefix": f"{prefix}/" if prefix else "",
+        }
+    return found
+
+
+def cluster_foundation_vars(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The aws_foundation role's variables for a checked cluster spec (defaults filled): the one place that
+    says which part of the spec the foundation builds. The role checks them again before any AWS call."""
+    return {
+        "aws_foundation_cluster_name": spec["name"],
+        "aws_foundation_region": spec["region"],
+        "aws_foundation_availability_zone": spec["availability_zone"],
+        "aws_foundation_placement_group": any(q.get("placement_group") for q in spec["queues"]),
+        **_network_vars(spec["network"]),
+        **_storage_vars((spec.get("shared_storage") or {}).get("fsx_lustre")),
+    }
+
+
 class FilterModule:
     """trainstack.cluster inventory filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"cluster_group": cluster_group, "cluster_head": cluster_head}
+        return {
+            "cluster_group": cluster_group,
+            "cluster_head": cluster_head,
+            "cluster_foundation_vars": cluster_foundation_vars,
+        }

@@ -1,10 +1,21 @@
-"""cluster_head and cluster_group: the cluster playbooks find hosts as the ec2_cluster plugin groups them."""
+"""cluster_head, cluster_group, cluster_foundation_vars: cluster playbooks, specs and the inventory agree."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from ansible_collections.trainstack.cluster.plugins.filter.cluster import cluster_group, cluster_head
+import yaml
+from ansible_collections.trainstack.cluster.plugins.filter.cluster import (
+    cluster_foundation_vars,
+    cluster_group,
+    cluster_head,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import load_file
 from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import Node, group_names
+
+from tests.support import REPO
+from tests.unit.roles.test_aws_foundation import refusal
 
 # Two clusters as the plugin groups them (role_head holds both heads), plus their compute nodes.
 GROUPS = {
@@ -72,3 +83,46 @@ def test_no_head_or_several_heads_say_which_and_return_no_host(
 ) -> None:
     found = cluster_head(groups, cluster=cluster)
     assert found["host"] == "" and error in found["error"]
+
+
+EXAMPLES = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_each_example_spec_maps_onto_foundation_inputs_the_role_accepts(path: Path) -> None:
+    mapped = cluster_foundation_vars(load_file(path))
+    assert set(mapped) <= set(yaml.safe_load((REPO / "roles/aws_foundation/defaults/main.yml").read_text()))
+    assert refusal(mapped) is None
+
+
+def test_the_spec_decides_network_placement_and_storage() -> None:
+    p4d = cluster_foundation_vars(load_file(REPO / "inventories/aws/clusters/p4d.yml"))
+    assert p4d["aws_foundation_vpc_create"] is True and p4d["aws_foundation_placement_group"] is True
+    assert (p4d["aws_foundation_vpc_cidr"], p4d["aws_foundation_public_subnet_cidr"]) == (
+        "10.40.0.0/16",
+        "10.40.0.0/24",
+    )
+    assert p4d["aws_foundation_private_subnet_cidr"] == "10.40.128.0/17"
+    # The data repository path names the bucket the file system links (an existing one: never created).
+    assert (p4d["aws_foundation_bucket_name"], p4d["aws_foundation_bucket_create"]) == (
+        "example-training-data",
+        False,
+    )
+    assert (p4d["aws_foundation_fsx_s3_prefix"], p4d["aws_foundation_fsx_link_bucket"]) == ("datasets/", True)
+    p5 = cluster_foundation_vars(load_file(REPO / "inventories/aws/clusters/p5.yml"))
+    assert p5["aws_foundation_vpc_create"] is False
+    assert p5["aws_foundation_private_subnet_id"] == "subnet-0f1e2d3c4b5a69788"
+    g6e = cluster_foundation_vars(load_file(REPO / "inventories/aws/clusters/g6e.yml"))
+    assert g6e["aws_foundation_fsx_link_bucket"] is False and "aws_foundation_bucket_name" not in g6e
+
+
+@pytest.mark.parametrize(("cidr", "public", "private"), [("10.9.0.0/20", "10.9.0.0/28", "10.9.8.0/21")])
+def test_a_small_vpc_still_gets_two_subnets_inside_it(cidr: str, public: str, private: str) -> None:
+    spec = load_file(REPO / "inventories/aws/clusters/p4d.yml")
+    spec["network"]["cidr"] = cidr
+    mapped = cluster_foundation_vars(spec)
+    assert (mapped["aws_foundation_public_subnet_cidr"], mapped["aws_foundation_private_subnet_cidr"]) == (
+        public,
+        private,
+    )
+    assert refusal(mapped) is None

@@ -75,7 +75,7 @@ COLLECTION_VARIABLES = ("trainstack_stack", "trainstack_shared_dir", "trainstack
 
 @pytest.mark.parametrize("role", [r for r in ROLES if r.name != "lab"], ids=lambda r: r.name)
 def test_product_roles_read_no_lab_variable(role: Path) -> None:
-    """The lab is one inventory among many: what it needs (its proxy) reaches roles as collection variables."""
+    """The lab is one inventory among many: what it needs (its proxy) reaches roles as collection vars."""
     found = sorted(
         f"{path.relative_to(REPO)}: {name}"
         for path in role.rglob("*")

@@ -19,7 +19,7 @@ from tests.support import REPO, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-EXAMPLES = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
+EXAMPLE_SPECS = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
 REQUIREMENTS = REPO / "mk" / "pcluster-requirements.txt"
 
 
@@ -42,7 +42,7 @@ def rendered(tmp_path_factory) -> Path:
             "scripts/render_clusters.py",
             "--out",
             str(out),
-            *map(str, EXAMPLES),
+            *map(str, EXAMPLE_SPECS),
         ]
     )
     return out
@@ -60,7 +60,7 @@ def pcluster_check(python: Path, *configs: Path) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("spec", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
 def test_example_config_passes_parallelclusters_schema(pcluster_python, rendered, spec):
     rc, report = pcluster_check(pcluster_python, rendered / f"{spec.stem}.yaml")
     result = report["results"][0]

@@ -85,10 +85,10 @@ def test_no_head_or_several_heads_say_which_and_return_no_host(
     assert found["host"] == "" and error in found["error"]
 
 
-EXAMPLES = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
+EXAMPLE_SPECS = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
 def test_each_example_spec_maps_onto_foundation_inputs_the_role_accepts(path: Path) -> None:
     mapped = cluster_foundation_vars(load_file(path))
     assert set(mapped) <= set(yaml.safe_load((REPO / "roles/aws_foundation/defaults/main.yml").read_text()))

@@ -20,7 +20,7 @@ from tests.support import REPO, case_params
 pytestmark = pytest.mark.cluster
 
 SCHEMA_FILE = REPO / "stacks" / "schema" / "cluster.schema.json"
-EXAMPLES = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
+EXAMPLE_SPECS = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
 SOURCE = "clusters/test.yml"
 
 GOOD = {
@@ -67,7 +67,7 @@ def test_published_schema_is_the_one_the_checker_applies():
     jsonschema.Draft202012Validator.check_schema(published)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
 def test_example_specs_pass_our_checks_and_json_schema(path):
     data = yaml.safe_load(path.read_text())
     assert list(jsonschema.Draft202012Validator(cluster_spec.SCHEMA).iter_errors(data)) == []
@@ -76,7 +76,9 @@ def test_example_specs_pass_our_checks_and_json_schema(path):
 
 def test_examples_cover_each_gpu_family():
     families = {
-        q["instance_type"].split(".")[0] for p in EXAMPLES for q in yaml.safe_load(p.read_text())["queues"]
+        q["instance_type"].split(".")[0]
+        for p in EXAMPLE_SPECS
+        for q in yaml.safe_load(p.read_text())["queues"]
     }
     assert {"p4d", "p6-b200", "g6e"} <= families and families & {"p5", "p5en"}
 

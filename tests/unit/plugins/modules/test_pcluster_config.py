@@ -14,7 +14,7 @@ from tests.support import REPO
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = {p.stem: p for p in sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))}
+EXAMPLE_SPECS = {p.stem: p for p in sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))}
 FOUNDATION = {
     "subnet_public": "subnet-0a0a0a0a0a0a0a0a0",
     "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
@@ -55,7 +55,9 @@ def run_module(capsys: pytest.CaptureFixture[str]):
 
 
 def rendered(run_module, name: str, **extra: Any) -> dict[str, Any]:
-    res = run_module("pcluster_config", path=str(EXAMPLES[name]), foundation=FOUNDATION, ami_id=AMI, **extra)
+    res = run_module(
+        "pcluster_config", path=str(EXAMPLE_SPECS[name]), foundation=FOUNDATION, ami_id=AMI, **extra
+    )
     assert not res.get("failed"), res
     return res["config"]
 
@@ -63,16 +65,16 @@ def rendered(run_module, name: str, **extra: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- cluster_spec
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(EXAMPLE_SPECS))
 def test_cluster_spec_module_returns_the_normalised_example(run_module, name):
-    res = run_module("cluster_spec", path=str(EXAMPLES[name]), _ansible_check_mode=True)
+    res = run_module("cluster_spec", path=str(EXAMPLE_SPECS[name]), _ansible_check_mode=True)
     assert not res.get("failed"), res
     assert res["changed"] is False
     assert all("efa" in q and "min_count" in q for q in res["spec"]["queues"])
 
 
 def test_cluster_spec_module_fails_naming_file_key_and_rule(run_module, tmp_path):
-    spec = yaml.safe_load(EXAMPLES["p4d"].read_text())
+    spec = yaml.safe_load(EXAMPLE_SPECS["p4d"].read_text())
     spec["queues"][0]["instance_type"] = "g5g.16xlarge"
     spec["shared_storage"]["fsx_lustre"]["storage_capacity_gib"] = 3000
     path = tmp_path / "bad.yml"
@@ -136,7 +138,7 @@ def test_p4d_renders_a_new_vpc_scratch_fsx_with_import_path(run_module):
 
 def test_p5_renders_existing_subnets_capacity_block_login_efs_and_accounting(run_module):
     config = rendered(run_module, "p5")
-    spec = yaml.safe_load(EXAMPLES["p5"].read_text())
+    spec = yaml.safe_load(EXAMPLE_SPECS["p5"].read_text())
     assert config["HeadNode"]["Networking"]["SubnetId"] == spec["network"]["public_subnet_id"]
     assert config["HeadNode"]["Ssh"] == {"KeyName": "training"}
     pool = config["LoginNodes"]["Pools"][0]
@@ -213,7 +215,7 @@ def test_g6e_renders_spot_alinux_and_monitoring_off(run_module):
 
 def test_instance_profile_replaces_s3_access_everywhere(run_module):
     foundation = {**FOUNDATION, "instance_profile": "arn:aws:iam::123456789012:instance-profile/train"}
-    res = run_module("pcluster_config", path=str(EXAMPLES["g6e"]), foundation=foundation, ami_id=AMI)
+    res = run_module("pcluster_config", path=str(EXAMPLE_SPECS["g6e"]), foundation=foundation, ami_id=AMI)
     config = res["config"]
     iams = [
         config["HeadNode"]["Iam"],
@@ -264,7 +266,13 @@ def test_instance_profile_replaces_s3_access_everywhere(run_module):
 )
 def test_render_refuses_naming_the_missing_input(run_module, tmp_path, name, foundation, extra, fragment):
     dest = tmp_path / "cluster.yaml"
-    args = {"path": str(EXAMPLES[name]), "foundation": foundation, "ami_id": AMI, "dest": str(dest), **extra}
+    args = {
+        "path": str(EXAMPLE_SPECS[name]),
+        "foundation": foundation,
+        "ami_id": AMI,
+        "dest": str(dest),
+        **extra,
+    }
     res = run_module("pcluster_config", **args)
     assert res["failed"]
     assert fragment in res["msg"]
@@ -272,7 +280,7 @@ def test_render_refuses_naming_the_missing_input(run_module, tmp_path, name, fou
 
 
 def test_render_refuses_a_bad_spec_given_as_data(run_module):
-    spec = yaml.safe_load(EXAMPLES["p4d"].read_text())
+    spec = yaml.safe_load(EXAMPLE_SPECS["p4d"].read_text())
     spec["queues"][0]["efa_enabled"] = True
     res = run_module("pcluster_config", spec=spec, foundation=FOUNDATION)
     assert res["failed"]
@@ -284,7 +292,7 @@ def test_render_refuses_a_bad_spec_given_as_data(run_module):
 
 def test_dest_is_written_once_then_unchanged_and_check_mode_writes_nothing(run_module, tmp_path):
     dest = tmp_path / "train-p5.yaml"
-    args = {"path": str(EXAMPLES["p5"]), "foundation": FOUNDATION, "ami_id": AMI, "dest": str(dest)}
+    args = {"path": str(EXAMPLE_SPECS["p5"]), "foundation": FOUNDATION, "ami_id": AMI, "dest": str(dest)}
     checked = run_module("pcluster_config", _ansible_check_mode=True, **args)
     assert checked["changed"] is True and not dest.exists()
     first = run_module("pcluster_config", **args)
@@ -298,13 +306,13 @@ def test_dest_is_written_once_then_unchanged_and_check_mode_writes_nothing(run_m
 
 
 def test_spec_given_as_data_renders_like_the_file(run_module):
-    from_file = run_module("pcluster_config", path=str(EXAMPLES["p5"]), foundation=FOUNDATION)
+    from_file = run_module("pcluster_config", path=str(EXAMPLE_SPECS["p5"]), foundation=FOUNDATION)
     spec = copy.deepcopy(from_file["spec"])
     from_data = run_module("pcluster_config", spec=spec, foundation=FOUNDATION)
     assert from_data["config"] == from_file["config"]
 
 
 def test_rendered_text_is_yaml_of_the_config(run_module):
-    res = run_module("pcluster_config", path=str(EXAMPLES["p6-b200"]), foundation=FOUNDATION)
+    res = run_module("pcluster_config", path=str(EXAMPLE_SPECS["p6-b200"]), foundation=FOUNDATION)
     assert res["text"].startswith("---\n")
     assert yaml.safe_load(res["text"]) == res["config"]

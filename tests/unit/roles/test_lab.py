@@ -163,3 +163,32 @@ def test_a_manifest_without_a_lab_rootfs_is_refused(manifest: object, said: str)
     rootfs, message = _manifest_rootfs(manifest)
     assert rootfs == ""
     assert message and said in message and "make image-local" in message
+
+
+@pytest.mark.parametrize(
+    ("given", "chosen"),
+    [
+        ("/b/local-slurm-gpu/packer-manifest.json", "/b/local-slurm-gpu/new.rootfs.tar"),
+        ("/b/mine.rootfs.tar", "/b/mine.rootfs.tar"),
+        ("", "/var/cache/trainstack/lab/base-bookworm-k.tar"),
+    ],
+    ids=["packer-manifest", "tarball", "cached-base"],
+)
+def test_the_base_image_is_the_manifests_rootfs_a_given_tarball_or_the_cached_base(
+    given: str, chosen: str
+) -> None:
+    """As the play runs it: the block's condition, then the choice (a regex written with a backslash here once
+    matched in the condition but not in the set_fact, so the manifest itself was unpacked)."""
+    templar = role_data_templar(
+        "lab", lab_base_image=given, lab_cache_dir="/var/cache/trainstack/lab", lab_suite="bookworm"
+    )
+    tasks = yaml_tasks("base_image.yml")
+    block = next(t for t in tasks if t["name"].startswith("Read the rootfs path"))
+    facts = {"__lab_base_key": "k"}
+    if templar.evaluate_conditional(trust_as_template(block["when"])):
+        facts["__lab_base_manifest_rootfs"] = "/b/local-slurm-gpu/new.rootfs.tar"
+    templar.available_variables = {**templar.available_variables, **facts}
+    choose = next(t for t in tasks if t["name"] == "Choose the base image")["ansible.builtin.set_fact"][
+        "__lab_base_tar"
+    ]
+    assert templar.template(trust_as_template(choose)).strip() == chosen

@@ -6,7 +6,7 @@
 #   node_bootstrap.sh [head|login|compute] --bundle URL --sha256 HEX [--work-dir DIR] [-e KEY=VALUE ...]
 #
 # It finds the node's role (the first argument when given, else ParallelCluster's own files), fetches the
-# bundle (s3:// with the AWS CLI, http(s):// with curl, file://), checks its sha256, installs a pinned
+# bundle (s3:// with the AWS CLI, http(s):// with curl or Python, file://), checks its sha256, installs a pinned
 # ansible-core into a virtualenv, installs the bundle's collections and runs trainstack.cluster.node_bootstrap
 # on this node with a local connection. Every step logs one line when it starts; a failure prints one line on
 # stderr naming the step and exits non-zero, which makes ParallelCluster mark the node failed.
@@ -116,8 +116,15 @@ fetch_bundle() {
       aws s3 cp --only-show-errors "$bundle" "$dest" || die "aws s3 cp ${bundle} failed"
       ;;
     http://* | https://*)
-      curl -fsSL --retry 3 --retry-delay 2 --connect-timeout 10 -o "$dest" "$bundle" \
-        || die "download of ${bundle} failed"
+      if command -v curl >/dev/null; then
+        curl -fsSL --retry 3 --retry-delay 2 --connect-timeout 10 -o "$dest" "$bundle" \
+          || die "download of ${bundle} failed"
+      else
+        # Minimal images (no curl): Python's urllib, which honours http_proxy/https_proxy/no_proxy too.
+        python3 -c 'import shutil, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as r, open(sys.argv[2], "wb") as f:
+    shutil.copyfileobj(r, f)' "$bundle" "$dest" 2>/dev/null || die "download of ${bundle} failed"
+      fi
       ;;
     file://*)
       cp "${bundle#file://}" "$dest" || die "cannot copy ${bundle#file://}"

@@ -15,6 +15,7 @@ import json
 import re
 import shlex
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -58,8 +59,11 @@ CREATED_PATHS = [
     "/etc/systemd/system/trainstack-efa-exporter.timer",
     "/root/node_bootstrap.sh",
 ]
+# Their parents, removed when absent before and empty after.
+PARENT_DIRS = ["/etc/trainstack", "/usr/local/lib/trainstack", "/var/lib/trainstack"]
 # Packages the bootstrap may install (node_exporter by the monitoring role, python3-venv by the script).
 PACKAGES = ("prometheus-node-exporter", "python3-venv", "python3.11-venv")
+FETCH = "import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])"
 RECAP = re.compile(r"^localhost\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", re.MULTILINE)
 
 
@@ -90,9 +94,10 @@ def _bootstrap(address: str, base_url: str, sha256: str, *, bundle: str = "node-
     """Fetch the script from the bundle server and run it as root, as ParallelCluster's custom action does."""
     args = [ROLE_ARG[address]] if ROLE_ARG[address] else []
     args += ["--bundle", f"{base_url}/{bundle}", "--sha256", sha256]
+    # Lab nodes have no curl: the script is fetched with Python (ParallelCluster uses its own client).
     command = (
         f"export http_proxy={PROXY} https_proxy={PROXY} no_proxy={BRIDGE},localhost,127.0.0.1; "
-        f"curl -fsS -o /root/node_bootstrap.sh {base_url}/bootstrap.sh && "
+        f"python3 -c {shlex.quote(FETCH)} {base_url}/bootstrap.sh /root/node_bootstrap.sh && "
         f"bash /root/node_bootstrap.sh {shlex.join(args)}"
     )
     return lab_ssh(address, command, timeout=900)
@@ -105,7 +110,7 @@ def _run_all(base_url: str, sha256: str) -> dict[str, Any]:
 
 
 def _snapshot(address: str) -> dict[str, Any]:
-    paths = " ".join(shlex.quote(path) for path in CREATED_PATHS)
+    paths = " ".join(shlex.quote(path) for path in CREATED_PATHS + PARENT_DIRS)
     existing = on_lab_node(f"for p in {paths}; do [ -e $p ] && echo $p; done; true", address).split()
     query = f"dpkg-query -W -f='${{Package}} ${{db:Status-Abbrev}}\\n' {' '.join(PACKAGES)} 2>/dev/null; true"
     installed = {
@@ -125,6 +130,9 @@ def _restore(address: str, before: dict[str, Any]) -> None:
         )
     if created:
         on_lab_node("rm -rf " + " ".join(shlex.quote(path) for path in created), address, check=False)
+    parents = [path for path in PARENT_DIRS if path not in before["paths"]]
+    if parents:
+        on_lab_node("rmdir --ignore-fail-on-non-empty " + " ".join(parents), address, check=False)
     new_packages = set(PACKAGES) - before["packages"]
     if new_packages:
         on_lab_node(
@@ -184,10 +192,9 @@ def test_each_node_gets_the_roles_of_its_type(first_run: dict[str, Any]) -> None
         assert set(record["skipped"]) == {"efa", "enroot_pyxis"}, record
         assert "efa_installed_packages missing" in record["skipped"]["efa"]
         # node_exporter answers on the node's own address.
-        metrics = on_lab_node(
-            f"curl -fsS --noproxy '*' http://{address}:9100/metrics | grep -c '^node_' ", address
-        )
-        assert int(metrics) > 0
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{address}:9100/metrics", timeout=10) as response:
+            assert b"\nnode_cpu_seconds_total{" in response.read()
 
 
 def test_head_node_installs_the_shared_prolog_and_epilog(first_run: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ FOUNDATION_KEYS = (
     "iam_policies",
     "placement_group",
     "database",
+    "fsx_file_system_id",
 )
 DATABASE_KEYS = ("uri", "user_name", "password_secret_arn")
 
@@ -188,11 +189,22 @@ def _fsx(fsx: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _shared_storage(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _existing_fsx(fsx: Mapping[str, Any], file_system_id: str) -> dict[str, Any]:
+    """The file system the foundation made (it outlives the cluster, with its data repository link)."""
+    return {
+        "Name": "fsx",
+        "StorageType": "FsxLustre",
+        "MountDir": fsx["mount_dir"],
+        "FsxLustreSettings": {"FileSystemId": file_system_id},
+    }
+
+
+def _shared_storage(spec: Mapping[str, Any], fsx_id: str | None = None) -> list[dict[str, Any]]:
     storage = spec["shared_storage"]
     found = []
     if storage.get("fsx_lustre"):
-        found.append(_fsx(storage["fsx_lustre"]))
+        fsx = storage["fsx_lustre"]
+        found.append(_existing_fsx(fsx, fsx_id) if fsx_id else _fsx(fsx))
     if storage["efs_home"]:
         found.append(
             {"Name": "home", "StorageType": "Efs", "MountDir": "/home", "EfsSettings": {"Encrypted": True}}
@@ -250,7 +262,7 @@ def render(
         scheduling["SlurmSettings"] = settings
     scheduling["SlurmQueues"] = [_queue(queue, foundation, private) for queue in spec["queues"]]
     config["Scheduling"] = scheduling
-    storage = _shared_storage(spec)
+    storage = _shared_storage(spec, foundation.get("fsx_file_system_id"))
     if storage:
         config["SharedStorage"] = storage
     config["Monitoring"] = _monitoring(spec)

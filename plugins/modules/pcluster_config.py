@@ -92,6 +92,12 @@ options:
             description: Secrets Manager ARN of the user's password.
             type: str
             required: true
+      fsx_file_system_id:
+        description:
+          - An FSx for Lustre file system the foundation made (C(aws_foundation_outputs.fsx_file_system_id)),
+            mounted instead of one ParallelCluster would create from the spec's C(shared_storage.fsx_lustre);
+            it and its data repository link outlive the cluster.
+        type: str
   ami_id:
     description: The AMI, where the spec finds it by C(image.tags) (look it up with amazon.aws.ec2_ami_info).
     type: str
@@ -163,6 +169,7 @@ _FOUNDATION = {
     "iam_policies": {"type": "list", "elements": "str"},
     "placement_group": {"type": "str"},
     "database": {"type": "dict", "options": _DATABASE},
+    "fsx_file_system_id": {"type": "str"},
 }
 
 

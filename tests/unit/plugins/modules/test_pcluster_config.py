@@ -225,6 +225,16 @@ def test_instance_profile_replaces_s3_access_everywhere(run_module):
     assert iams == [{"InstanceProfile": foundation["instance_profile"]}] * 3
 
 
+def test_the_foundations_file_system_is_mounted_instead_of_a_new_one(run_module):
+    """cluster_foundation makes the FSx of a spec (it outlives the cluster); ParallelCluster must mount that
+    one by id, not create a second from the spec's settings."""
+    foundation = {**FOUNDATION, "fsx_file_system_id": "fs-0123456789abcdef0"}
+    res = run_module("pcluster_config", path=str(EXAMPLE_SPECS["p5"]), foundation=foundation, ami_id=AMI)
+    (fsx,) = [s for s in res["config"]["SharedStorage"] if s["StorageType"] == "FsxLustre"]
+    assert fsx["FsxLustreSettings"] == {"FileSystemId": "fs-0123456789abcdef0"}
+    assert fsx["MountDir"] == rendered(run_module, "p5")["SharedStorage"][0]["MountDir"]
+
+
 # ---------------------------------------------------------------- refusals
 
 

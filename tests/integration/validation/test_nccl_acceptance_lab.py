@@ -22,7 +22,9 @@ VENV = "trainstack/venvs/torch-cpu"
 def torch_venv(lab_slurm) -> str:
     """A venv of Debian's python3 (the nodes run the same one) with torch, on the shared directory."""
     python = HOST_SHARED / VENV / "bin/python"
-    if subprocess.run([str(python), "-c", "import torch"], capture_output=True, check=False).returncode != 0:
+    probe = [str(python), "-c", "import torch"]
+    usable = python.exists() and subprocess.run(probe, check=False).returncode == 0
+    if not usable:
         subprocess.run(["/usr/bin/python3", "-m", "venv", str(HOST_SHARED / VENV)], check=True)
         subprocess.run([str(HOST_SHARED / VENV / "bin/pip"), "install", "-q", "torch==2.13.0"], check=True)
     return f"/shared/{VENV}/bin/python"

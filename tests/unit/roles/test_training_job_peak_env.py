@@ -10,7 +10,6 @@ a changed catalog entry moves both sides.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,9 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalo
 
 from .test_training_job_inputs import render as render_expression
 from .test_training_job_scripts import (
-    SCONTROL_STANDIN,
-    SRUN_STANDIN,
-    executable,
     kubernetes_expand,
     render,
+    run_batch_script,
     run_script,
 )
 
@@ -49,17 +46,7 @@ def slurm_env(tmp_path: Path, **overrides: Any) -> dict[str, str]:
     script = tmp_path / "run" / "job.sbatch"
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(render("job.sbatch.j2", tmp_path, **overrides))
-    executable(tmp_path / "slurm" / "srun", SRUN_STANDIN)
-    executable(tmp_path / "slurm" / "scontrol", SCONTROL_STANDIN)
-    seen = run_script(
-        script,
-        tmp_path,
-        PATH=f"{tmp_path / 'slurm'}:{os.environ['PATH']}",
-        SLURM_JOB_ID="42",
-        SLURM_JOB_NODELIST="node1",
-        SLURM_JOB_NUM_NODES="1",
-    )
-    return seen["env"]
+    return run_batch_script(script, tmp_path)["env"]
 
 
 def kubernetes_env(tmp_path: Path, **overrides: Any) -> dict[str, str]:

@@ -148,13 +148,11 @@ def test_local_script_passes_values_literally(tmp_path: Path) -> None:
     )
 
 
-def test_batch_script_passes_values_literally(tmp_path: Path) -> None:
-    script = tmp_path / "run" / "job.sbatch"
-    script.parent.mkdir()
-    script.write_text(render("job.sbatch.j2", tmp_path, **request(tmp_path)))
+def run_batch_script(script: Path, tmp_path: Path) -> dict[str, Any]:
+    """Run a rendered job.sbatch as Slurm would start it on one node, with srun and scontrol stand-ins."""
     executable(tmp_path / "slurm" / "srun", SRUN_STANDIN)
     executable(tmp_path / "slurm" / "scontrol", SCONTROL_STANDIN)
-    seen = run_script(
+    return run_script(
         script,
         tmp_path,
         PATH=f"{tmp_path / 'slurm'}:{os.environ['PATH']}",
@@ -162,6 +160,13 @@ def test_batch_script_passes_values_literally(tmp_path: Path) -> None:
         SLURM_JOB_NODELIST="node1",
         SLURM_JOB_NUM_NODES="1",
     )
+
+
+def test_batch_script_passes_values_literally(tmp_path: Path) -> None:
+    script = tmp_path / "run" / "job.sbatch"
+    script.parent.mkdir()
+    script.write_text(render("job.sbatch.j2", tmp_path, **request(tmp_path)))
+    seen = run_batch_script(script, tmp_path)
     check_literal(seen, tmp_path, ["-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=1"])
     assert "--rdzv-endpoint=node1:29500" in seen["argv"]
 

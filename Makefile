@@ -99,23 +99,25 @@ molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS
 
 # One process, in collection order: the lab tests depend on running after one another (teardown last). The
 integration: setup ## integration tests (lab, moto, packer), one process
-	$(BIN)/pytest tests/integration -m "not slow" --durations=12 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 # The same tests in two parts that may run side by side: those that use the lab or build with LXC (marked `host`
 # by tests/integration/conftest.py, one process, in order), and the self-contained rest (moto, Packer against
 # moto, rendered manifests, the local launcher), which make test runs beside the molecule scenarios.
 .PHONY: integration-host integration-isolated
 integration-host: setup ## integration tests that use the lab or LXC (in order, one process)
-	$(BIN)/pytest tests/integration -m "host and not slow" --durations=12 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "host and not slow" --durations=25 $(PYTEST_ARGS)
 
 integration-isolated: setup ## self-contained integration tests (moto, packer, local launcher)
-	$(BIN)/pytest tests/integration -m "not host and not slow" --durations=12 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "not host and not slow" --durations=25 $(PYTEST_ARGS)
 
 # Stages run in order and the run ends with the seconds each took (set-up counts: on a fresh machine it is most).
-# The molecule scenarios (mostly waiting on containers and package downloads) run beside the integration tests
-# that share nothing with the lab; the lab's own integration tests follow on the lab the scenarios brought up.
+# On two cores the molecule scenarios keep both busy; beside them runs only the local image build the lab's tests
+# boot from. The lab's own tests (one process, in order) leave a core mostly idle: lint, the unit tests and the
+# self-contained integration tests run beside them. The last stage fails if any of its parts fails.
+TEST_STAGES := setup wheelhouse molecule+test-image integration-host+integration-isolated+lint+unit
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
-	@MAKE="$(MAKE)" scripts/run-stages.sh setup wheelhouse lint unit molecule+integration-isolated integration-host
+	@TRAINSTACK_TEST_IMAGE=$(TEST_IMAGE_OUT) MAKE="$(MAKE)" scripts/run-stages.sh $(TEST_STAGES)
 
 test-slow: setup molecule-slow ## slow suites kept out of make test
 	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -135,11 +136,31 @@ STACK = "ts-2026.10"
 FLAVOUR = "slurm-gpu"
 
 
+# A local image that `make test-image` built earlier in the same run (make test builds it beside the molecule
+# scenarios, so that the ordered lab tests do not wait for it): its output directory, with the build's log.
+PREBUILT_IMAGE_ENV = "TRAINSTACK_TEST_IMAGE"
+
+
+def _prebuilt_image(out: Path) -> tuple[Path, str]:
+    """The image `make test-image` left in ``out``; a missing manifest or log is an error, not a rebuild."""
+    image = out / f"local-{FLAVOUR}"
+    manifest, log = image / "packer-manifest.json", out / "build.log"
+    assert manifest.is_file() and log.is_file(), (
+        f"{PREBUILT_IMAGE_ENV}={out} names no finished `make test-image` build ({manifest}, {log})"
+    )
+    return image, log.read_text()
+
+
 @pytest.fixture(scope="session")
 def local_image(tmp_path_factory):
-    """One `make image-local` per session, shared by the image tests and the lab boot test."""
+    """One `make image-local` per session, shared by the image tests and the lab boot test.
+
+    Where TRAINSTACK_TEST_IMAGE names the output of `make test-image`, that build is used instead.
+    """
     if os.geteuid() != 0:
         pytest.skip("LXC image builds need root")
+    if os.environ.get(PREBUILT_IMAGE_ENV):
+        return _prebuilt_image(Path(os.environ[PREBUILT_IMAGE_ENV]))
     out = tmp_path_factory.mktemp("image")
     proc = subprocess.run(
         ["make", "image-local", f"STACK={STACK}", f"IMAGE_FLAVOUR={FLAVOUR}", f"IMAGE_OUT={out}"],

@@ -1,6 +1,7 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters that find a cluster's hosts in an inventory made by the ec2_cluster plugin (or written by hand).
+"""Filters that find a cluster's hosts in an inventory made by the ec2_cluster plugin (or written by hand),
+and that map a cluster spec and its foundation onto the inputs of the foundation role and the renderer.
 
 Why a filter: launch_training, validate_cluster and nccl_acceptance all turn "the cluster called X" into
 hosts the same way the inventory plugin named its groups (cluster_<name>, cluster_<name>_head, role_head), and
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import safe_group
 
 CLUSTER_PREFIX = "cluster_"
@@ -130,6 +132,62 @@ def cluster_foundation_vars(spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# aws_foundation_outputs key -> pcluster_config foundation key (what the foundation made, as the renderer
+# names it). The bundle's sha256 and the accounting database do not come from the foundation.
+FOUNDATION_OUTPUT_KEYS = {
+    "public_subnet_id": "subnet_public",
+    "private_subnet_id": "subnet_private",
+    "security_group_id": "security_group",
+    "bucket": "bucket",
+    "instance_profile_arn": "instance_profile",
+    "fsx_file_system_id": "fsx_file_system_id",
+    "placement_group": "placement_group",
+}
+# Keys every record of a finished foundation has a value for.
+REQUIRED_OUTPUTS = ("cluster_name", "region", "private_subnet_id", "security_group_id", "bucket")
+
+
+def _check_outputs(outputs: Any, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Refuse a record that is not a finished foundation of this spec's cluster, naming the key: rendering
+    another cluster's subnets or bucket would launch nodes into the wrong place."""
+    if not isinstance(outputs, Mapping):
+        raise AnsibleFilterError(
+            f"foundation outputs must be a mapping (aws_foundation_outputs), not {type(outputs).__name__}"
+        )
+    for key in REQUIRED_OUTPUTS:
+        if not outputs.get(key):
+            raise AnsibleFilterError(
+                f"foundation outputs: {key} is missing or empty; run cluster_foundation "
+                "-e cluster_spec=<file> to completion first"
+            )
+    for key, spec_key in (("cluster_name", "name"), ("region", "region")):
+        if outputs[key] != spec[spec_key]:
+            raise AnsibleFilterError(
+                f"foundation outputs: {key} is {outputs[key]!r} but the spec's {spec_key} is "
+                f"{spec[spec_key]!r}: the record belongs to another cluster"
+            )
+    return outputs
+
+
+def pcluster_foundation(
+    outputs: Any,
+    spec: Mapping[str, Any],
+    bundle_sha256: str = "",
+    database: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``foundation`` argument of pcluster_config from aws_foundation_outputs (checked against the spec):
+    the one place that says which output feeds which part of the ParallelCluster configuration. Empty outputs
+    (no FSx, no placement group, no public subnet of a given network) are left out, so the renderer applies
+    its own rule for each."""
+    checked = _check_outputs(outputs, spec)
+    found = {target: checked[key] for key, target in FOUNDATION_OUTPUT_KEYS.items() if checked.get(key)}
+    if bundle_sha256:
+        found["bundle_sha256"] = bundle_sha256
+    if database:
+        found["database"] = dict(database)
+    return found
+
+
 class FilterModule:
     """trainstack.cluster inventory filters."""
 
@@ -138,4 +196,5 @@ class FilterModule:
             "cluster_group": cluster_group,
             "cluster_head": cluster_head,
             "cluster_foundation_vars": cluster_foundation_vars,
+            "pcluster_foundation": pcluster_foundation,
         }

@@ -1,7 +1,8 @@
 """playbooks/pcluster_cluster.yml against a real moto server: bad requests stop before anything is built,
 uploaded or rendered, naming the key; a render-only run uploads the node bundle, its sha256 and the
 bootstrap script to the foundation's bucket, renders the configuration from the foundation's record and the
-AMI found by the spec's tags, and a second run changes nothing.
+AMI found by the spec's tags, and a second run changes nothing. The refusals reach moto through
+AWS_ENDPOINT_URL, the full run through -e aws_endpoint_url alone.
 
 The foundation record is written here as cluster_foundation records it (its own run is the walkthrough's test,
 tests/integration/cluster/test_walkthrough.py); the AMI stands in for the one `make image-ami` builds.
@@ -103,10 +104,16 @@ def record(dirs: Dirs, data: dict[str, Any]) -> None:
     (dirs.records / f"{data['cluster_name']}.foundation.json").write_text(json.dumps(data))
 
 
-def pcluster_cluster(world: World, dirs: Dirs, *extra: str) -> subprocess.CompletedProcess:
-    return playbook(
-        "pcluster_cluster", *dirs.args(), *extra, check=False, env=moto_aws_env(world.moto.url), timeout=600
-    )
+def pcluster_cluster(
+    world: World, dirs: Dirs, *extra: str, endpoint_variable: bool = False
+) -> subprocess.CompletedProcess:
+    """The playbook against moto: through AWS_ENDPOINT_URL, as cluster_foundation is run, or with
+    ``endpoint_variable`` through -e aws_endpoint_url alone (no AWS_ENDPOINT_URL in the environment)."""
+    env = moto_aws_env(world.moto.url)
+    if endpoint_variable:
+        del env["AWS_ENDPOINT_URL"]
+        extra = (*extra, "-e", f"aws_endpoint_url={world.moto.url}")
+    return playbook("pcluster_cluster", *dirs.args(), *extra, check=False, env=env, timeout=600)
 
 
 def bucket_keys(world: World, bucket: str = BUCKET) -> list[str]:
@@ -180,7 +187,7 @@ def test_render_only_uploads_the_bundle_renders_and_a_second_run_changes_nothing
     world: World, dirs: Dirs
 ) -> None:
     record(dirs, outputs())
-    first = pcluster_cluster(world, dirs, "-e", f"cluster_spec={SPEC}")
+    first = pcluster_cluster(world, dirs, "-e", f"cluster_spec={SPEC}", endpoint_variable=True)
     assert first.returncode == 0, first.stdout[-4000:]
     digest = (dirs.bundle / "node-bundle.tar.gz.sha256").read_text().split()[0]
     assert hashlib.sha256((dirs.bundle / "node-bundle.tar.gz").read_bytes()).hexdigest() == digest
@@ -207,7 +214,7 @@ def test_render_only_uploads_the_bundle_renders_and_a_second_run_changes_nothing
 
     objects = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     rendered = (dirs.configs / "train-p4d.yaml").read_text()
-    again = pcluster_cluster(world, dirs, "-e", f"cluster_spec={SPEC}")
+    again = pcluster_cluster(world, dirs, "-e", f"cluster_spec={SPEC}", endpoint_variable=True)
     assert again.returncode == 0, again.stdout[-4000:]
     assert changed(again) == 0, again.stdout[-4000:]
     assert {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]} == objects

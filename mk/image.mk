@@ -36,14 +36,15 @@ image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slu
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
 	$(PY) bench/image_build/bench_image_build.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
 
-# The local image the integration tests share. make test builds it beside the molecule scenarios and hands its
-# directory to the lab's tests (TRAINSTACK_TEST_IMAGE), so that the ordered lab tests do not wait for a build;
-# a plain `make integration` builds its own. The build's output is kept in build.log beside the image.
+# The local image the integration tests share. make test builds it beside the lab's tests and hands its directory
+# to them (TRAINSTACK_TEST_IMAGE); they wait for build.log (success) or build.failed (the build's output); a plain
+# `make integration` builds its own.
 TEST_IMAGE_OUT := $(CURDIR)/.cache/test-image
 .PHONY: test-image
 test-image: setup wheelhouse ## build the local image the integration tests use (.cache/test-image, log included)
 	rm -rf $(TEST_IMAGE_OUT) && mkdir -p $(TEST_IMAGE_OUT)
 	$(MAKE) --no-print-directory image-local IMAGE_FLAVOUR=slurm-gpu IMAGE_OUT=$(TEST_IMAGE_OUT) \
-	  > $(TEST_IMAGE_OUT)/build.log.partial 2>&1 || { tail -n 80 $(TEST_IMAGE_OUT)/build.log.partial; exit 1; }
-	mv $(TEST_IMAGE_OUT)/build.log.partial $(TEST_IMAGE_OUT)/build.log
+	  > $(TEST_IMAGE_OUT)/build.out 2>&1 \
+	  || { mv $(TEST_IMAGE_OUT)/build.out $(TEST_IMAGE_OUT)/build.failed; tail -n 80 $(TEST_IMAGE_OUT)/build.failed; exit 1; }
+	mv $(TEST_IMAGE_OUT)/build.out $(TEST_IMAGE_OUT)/build.log
 	@echo "test-image: $(TEST_IMAGE_OUT)/local-slurm-gpu"

@@ -16,16 +16,25 @@ def _uses_the_host(item: pytest.Item) -> bool:
     return bool(HOST_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+def _order(item: pytest.Item) -> tuple[bool, bool]:
+    """Teardown last; just before it, the tests that boot the local image (make test builds it meanwhile)."""
+    return (
+        item.get_closest_marker("lab_teardown") is not None,
+        "local_image" in getattr(item, "fixturenames", ()),
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked lab_teardown take the lab down, so they run after every other test.
+    """Tests marked lab_teardown take the lab down, so they run after every other test; those that use the
+    local image run just before them, so that a build beside this process (make test) has time to finish.
 
     Every test that touches the lab or builds with LXC is marked `host`: those run in one process, in this
     order (`make integration-host`), while the self-contained tests (moto, rendered manifests, the local
     launcher) can run beside them in another (`make integration-isolated`): the lab is one shared machine,
     the rest is not. (The `-m` selection sees the marker: this hook runs before pytest's own.)
     """
-    items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
+    items.sort(key=_order)
     for item in items:
         if _uses_the_host(item):
             item.add_marker(pytest.mark.host)

@@ -136,18 +136,22 @@ STACK = "ts-2026.10"
 FLAVOUR = "slurm-gpu"
 
 
-# A local image that `make test-image` built earlier in the same run (make test builds it beside the molecule
-# scenarios, so that the ordered lab tests do not wait for it): its output directory, with the build's log.
+# A local image that `make test-image` builds beside this process (make test runs the two side by side, and
+# the tests that boot the image come last, so that the ordered lab tests do not wait for a build): its output
+# directory, where build.log appears when the build has succeeded and build.failed when it has not.
 PREBUILT_IMAGE_ENV = "TRAINSTACK_TEST_IMAGE"
+PREBUILT_IMAGE_WAIT = 2400
 
 
-def _prebuilt_image(out: Path) -> tuple[Path, str]:
-    """The image `make test-image` left in ``out``; a missing manifest or log is an error, not a rebuild."""
-    image = out / f"local-{FLAVOUR}"
-    manifest, log = image / "packer-manifest.json", out / "build.log"
-    assert manifest.is_file() and log.is_file(), (
-        f"{PREBUILT_IMAGE_ENV}={out} names no finished `make test-image` build ({manifest}, {log})"
-    )
+def _prebuilt_image(out: Path, wait: float = PREBUILT_IMAGE_WAIT) -> tuple[Path, str]:
+    """The image `make test-image` builds into ``out``, once finished; a failed build fails the test."""
+    image, log, failed = out / f"local-{FLAVOUR}", out / "build.log", out / "build.failed"
+    deadline = time.monotonic() + wait
+    while not (log.is_file() or failed.is_file()):
+        assert time.monotonic() < deadline, f"no {log} nor {failed} after {wait:.0f} s"
+        time.sleep(5)
+    assert not failed.is_file(), f"`make test-image` failed:\n{failed.read_text()[-6000:]}"
+    assert (image / "packer-manifest.json").is_file(), f"{image} holds no packer-manifest.json"
     return image, log.read_text()
 
 
@@ -155,7 +159,7 @@ def _prebuilt_image(out: Path) -> tuple[Path, str]:
 def local_image(tmp_path_factory):
     """One `make image-local` per session, shared by the image tests and the lab boot test.
 
-    Where TRAINSTACK_TEST_IMAGE names the output of `make test-image`, that build is used instead.
+    Where TRAINSTACK_TEST_IMAGE names the output directory of `make test-image`, that build is used instead.
     """
     if os.geteuid() != 0:
         pytest.skip("LXC image builds need root")

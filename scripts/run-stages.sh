@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Run make targets one after another as the stages of a test run, and end with how long each took.
 # A stage written `a+b` runs targets a and b side by side (each into its own log under STAGE_LOGS, printed
-# when both have ended): for stages that mostly wait on containers and downloads and share no state.
+# when both have ended): for stages that share no state. The first is the long pole; the others run at a lower
+# CPU priority (nice STAGE_NICE, default 10), so that they take what it leaves and do not lengthen it.
 # Stops at the first stage that fails (later stages would test on top of a broken one) and says which.
 set -uo pipefail
 [ "$#" -gt 0 ] || { echo "run-stages: no stages given" >&2; exit 2; }
 make_cmd=${MAKE:-make}
 logs=${STAGE_LOGS:-.cache/stage-logs}
+niceness=${STAGE_NICE:-10}
 declare -a rows=()
 status=0
 total_start=$(date +%s)
@@ -31,13 +33,16 @@ run_side_by_side() {
   IFS=+ read -ra stages <<< "$group"
   mkdir -p "$logs"
   start=$(date +%s)
-  echo "== stages ${stages[*]}, side by side (logs: ${logs}/<stage>.log, printed when all have ended)"
+  echo "== stages ${stages[*]}, side by side (logs: ${logs}/<stage>.log, printed when all have ended;" \
+    "all but ${stages[0]} at nice ${niceness})"
+  local -a priority=()
   for stage in "${stages[@]}"; do
     (
       begin=$(date +%s)
-      "$make_cmd" --no-print-directory "$stage" > "$logs/$stage.log" 2>&1
+      "${priority[@]}" "$make_cmd" --no-print-directory "$stage" > "$logs/$stage.log" 2>&1
       echo "$? $(( $(date +%s) - begin ))" > "$logs/$stage.rc"
     ) &
+    priority=(nice -n "$niceness")
   done
   wait
   for stage in "${stages[@]}"; do

@@ -152,10 +152,10 @@ def test_a_restarted_node_keeps_its_address_and_answers_at_once(lab: None) -> No
     ip = run(["lxc-info", "-n", node, "-iH"]).stdout.split()[0]
     expected = "02:74:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
     assert _mac(node) == expected
-    for _ in range(2):
-        subprocess.run(["lxc-stop", "-n", node], check=True, timeout=120)
-        playbook("lab_up", "-e", "lab_node_count=3")
-        assert _mac(node) == expected
+    # The address is fixed, not drawn: one restart shows it (the failure above needed luck to show).
+    subprocess.run(["lxc-stop", "-n", node], check=True, timeout=120)
+    playbook("lab_up", "-e", "lab_node_count=3")
+    assert _mac(node) == expected
 
 
 def test_lab_up_twice_changes_nothing(lab: None) -> None:

@@ -30,7 +30,8 @@ from .pcluster_fleet import (
     write_inventory,
 )
 
-pytestmark = [pytest.mark.lab, pytest.mark.moto, pytest.mark.cluster]
+# Slow until it has run on the lab beside the rest of make test (make test-slow runs it).
+pytestmark = [pytest.mark.lab, pytest.mark.moto, pytest.mark.cluster, pytest.mark.slow]
 __all__ = ["lab_ready"]  # the launch tests' fixture: the lab with Slurm, and the wheelhouse built
 
 LAUNCH_PLAY = "PLAY [Launch a training test case]"

@@ -62,7 +62,7 @@ def walkthrough() -> list[Command]:
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                text, _, note = line.partition(" #")
+                text, _sep, note = line.partition(" #")
                 commands.append(Command(text.strip(), f"#{note}".strip() == MARK))
     return commands
 

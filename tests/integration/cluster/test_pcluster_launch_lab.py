@@ -30,7 +30,7 @@ from .pcluster_fleet import (
     write_inventory,
 )
 
-# Slow until it has run on the lab beside the rest of make test (make test-slow runs it).
+# A real training launch on the lab's Slurm, found through moto: in make test-slow, like the node bootstrap test.
 pytestmark = [pytest.mark.lab, pytest.mark.moto, pytest.mark.cluster, pytest.mark.slow]
 __all__ = ["lab_ready"]  # the launch tests' fixture: the lab with Slurm, and the wheelhouse built
 

@@ -30,7 +30,7 @@ from .pcluster_fleet import (
     write_inventory,
 )
 
-# A real training launch on the lab's Slurm, found through moto: in make test-slow, like the node bootstrap test.
+# A real training launch on the lab's Slurm, found through moto: make test-slow runs it.
 pytestmark = [pytest.mark.lab, pytest.mark.moto, pytest.mark.cluster, pytest.mark.slow]
 __all__ = ["lab_ready"]  # the launch tests' fixture: the lab with Slurm, and the wheelhouse built
 

@@ -105,17 +105,6 @@ def inventory_env() -> dict[str, str]:
     return env
 
 
-def plain(value: Any) -> Any:
-    """ansible-inventory marks untrusted strings as {"__ansible_unsafe": ...}; compare the text."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 def lab_hostvars(repo: Path) -> dict[str, Any]:
     """How inventories/local reaches the lab's nodes and launches on them (its all.vars, written by lab-up,
     and the launch settings of its group_vars), with the wheelhouse as an absolute path."""

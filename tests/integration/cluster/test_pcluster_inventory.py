@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.inventory.moto_fleet import plain
 from tests.support import VENV_BIN, MotoServer, playbook, run, start_moto
 
-from .pcluster_fleet import Cluster, inventory_env, launch_clusters, plain, write_inventory
+from .pcluster_fleet import Cluster, inventory_env, launch_clusters, write_inventory
 
 pytestmark = [pytest.mark.moto, pytest.mark.cluster]
 

@@ -6,10 +6,13 @@ MIRROR_DIR     ?=
 MIRROR_SOURCE  ?=
 # Cached debootstrap rootfs + apt/pip caches of the local build (empty: the template's default).
 IMAGE_CACHE_DIR ?=
+# CPU weight of the build container (1-10000; empty: Packer's default, 100, an ordinary process's share).
+IMAGE_CPU_WEIGHT ?=
 PACKER         ?= packer
 IMAGE_REVISION := $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null || echo unknown)
 PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) -var output_dir=$(IMAGE_OUT) \
-                  -var ansible_playbook=$(BIN)/ansible-playbook $(if $(IMAGE_CACHE_DIR),-var lxc_cache_dir=$(IMAGE_CACHE_DIR))
+                  -var ansible_playbook=$(BIN)/ansible-playbook $(if $(IMAGE_CACHE_DIR),-var lxc_cache_dir=$(IMAGE_CACHE_DIR)) \
+                  $(if $(IMAGE_CPU_WEIGHT),-var lxc_cpu_weight=$(IMAGE_CPU_WEIGHT))
 # What a local build leaves for its users: Packer's manifest, which names the lab rootfs (custom_data.lab_rootfs).
 LOCAL_IMAGE     = $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/packer-manifest.json
 
@@ -38,12 +41,16 @@ bench-image: setup ## cold vs warm local image build time and size (JSON in benc
 
 # The local image the integration tests share. make test builds it beside the lab's tests and hands its directory
 # to them (TRAINSTACK_TEST_IMAGE); they wait for build.log (success) or build.failed (the build's output); a plain
-# `make integration` builds its own.
+# `make integration` builds its own. The build container is a control group of its own, which the nice level of
+# the stage does not reach: TEST_IMAGE_CPU_WEIGHT gives it a small share, so that the lab's tests, which run
+# one after another, keep the CPU they ask for and the build takes what they leave.
 TEST_IMAGE_OUT := $(CURDIR)/.cache/test-image
+TEST_IMAGE_CPU_WEIGHT ?= 25
 .PHONY: test-image
 test-image: setup wheelhouse ## build the local image the integration tests use (.cache/test-image, log included)
 	rm -rf $(TEST_IMAGE_OUT) && mkdir -p $(TEST_IMAGE_OUT)
 	$(MAKE) --no-print-directory image-local IMAGE_FLAVOUR=slurm-gpu IMAGE_OUT=$(TEST_IMAGE_OUT) \
+	  IMAGE_CPU_WEIGHT=$(TEST_IMAGE_CPU_WEIGHT) \
 	  > $(TEST_IMAGE_OUT)/build.out 2>&1 \
 	  || { mv $(TEST_IMAGE_OUT)/build.out $(TEST_IMAGE_OUT)/build.failed; tail -n 80 $(TEST_IMAGE_OUT)/build.failed; exit 1; }
 	mv $(TEST_IMAGE_OUT)/build.out $(TEST_IMAGE_OUT)/build.log

@@ -185,6 +185,17 @@ variable "lxc_cache_dir" {
   description = "Cached debootstrap root filesystems and the apt/pip caches bind-mounted into the build."
 }
 
+variable "lxc_cpu_weight" {
+  type        = number
+  default     = 100
+  description = "CPU weight of the build container against the host's other work (1-10000, cgroup v2 scale; 100 is an ordinary process's). Each container is its own control group, so a niced make does not lower the build's own processes: a lower weight does."
+
+  validation {
+    condition     = var.lxc_cpu_weight >= 1 && var.lxc_cpu_weight <= 10000
+    error_message = "The lxc_cpu_weight value must be 1..10000 (cgroup v2 cpu.weight scale)."
+  }
+}
+
 variable "lxc_container_name" {
   type    = string
   default = "ts-image-build"

@@ -42,10 +42,10 @@ bench-image: setup ## cold vs warm local image build time and size (JSON in benc
 # The local image the integration tests share. make test builds it beside the lab's tests and hands its directory
 # to them (TRAINSTACK_TEST_IMAGE); they wait for build.log (success) or build.failed (the build's output); a plain
 # `make integration` builds its own. The build container is a control group of its own, which the nice level of
-# the stage does not reach: TEST_IMAGE_CPU_WEIGHT gives it a small share, so that the lab's tests, which run
-# one after another, keep the CPU they ask for and the build takes what they leave.
+# the stage does not reach: TEST_IMAGE_CPU_WEIGHT (half an ordinary process's) lets the lab's tests, which run
+# one after another, keep the CPU they ask for, while the build still ends before the tests that boot it.
 TEST_IMAGE_OUT := $(CURDIR)/.cache/test-image
-TEST_IMAGE_CPU_WEIGHT ?= 25
+TEST_IMAGE_CPU_WEIGHT ?= 50
 .PHONY: test-image
 test-image: setup wheelhouse ## build the local image the integration tests use (.cache/test-image, log included)
 	rm -rf $(TEST_IMAGE_OUT) && mkdir -p $(TEST_IMAGE_OUT)

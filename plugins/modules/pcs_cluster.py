@@ -1,0 +1,511 @@
+#!/usr/bin/python
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Ansible module: an AWS PCS cluster, its compute node groups and its queues, from a cluster spec.
+
+Why a module of ours: neither amazon.aws nor community.aws has PCS modules, and a cluster is three kinds of
+resource created in order (cluster, node groups, queues) and deleted in the reverse order, each waiting for
+the one before. The requests come from module_utils/pcs_render.py and are checked against botocore's model
+of the PCS API before the first one is sent, so a spec PCS cannot take changes nothing.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pcs_cluster
+short_description: Create or delete an AWS PCS cluster, its node groups and queues from a cluster spec
+description:
+  - Checks the cluster spec exactly as M(trainstack.cluster.cluster_spec) does (O(path) or an already
+    normalised O(spec)), then renders the AWS PCS requests, C(CreateCluster) (Slurm at the release the image's
+    stack builds, sized for the queues, accounting when the spec asks for it), one C(CreateComputeNodeGroup)
+    per queue and one for the login nodes (our AMI through an EC2 launch template, the foundation's instance
+    profile, subnet and security group), and one C(CreateQueue) per queue on its node group.
+  - Refuses, naming the spec key and the rule, what PCS cannot express; for example EFA, a placement group or
+    a capacity reservation on a queue without a launch template of its own (PCS takes them only from the
+    launch template), a Slurm release PCS does not run, or more nodes than the largest PCS cluster manages.
+  - Every rendered request is validated against botocore's model of the PCS API (required members, types,
+    enums, patterns, lengths and ranges); a request the model refuses fails the module, naming the operation,
+    before any call.
+  - With O(state=present), creates what does not exist yet (found by name), waiting for each to become
+    C(ACTIVE); an existing cluster, node group or queue is left as it is. With O(state=absent), deletes the
+    queues, then the node groups, then the cluster, waiting for each step to finish.
+  - With O(render_only=true), renders and validates only; nothing is read from or sent to AWS.
+  - The region is the spec's C(region).
+version_added: 0.3.0
+author: trainstack maintainers (@trainstack)
+options:
+  state:
+    description: C(present) creates what is missing; C(absent) deletes queues, node groups and the cluster.
+    type: str
+    choices: [present, absent]
+    default: present
+  path:
+    description: The spec file; give this or O(spec).
+    type: path
+  spec:
+    description: A spec as a mapping (for example C(cluster_spec)'s returned C(spec)); checked again.
+    type: dict
+  stacks_dir:
+    description: The directory of the stack files the spec's C(image.stack) names (default the collection's).
+    type: path
+  foundation:
+    description:
+      - What the foundation created or found, as for M(trainstack.cluster.pcluster_config)
+        (C(trainstack.cluster.pcluster_foundation) maps the foundation's record onto it). Required with
+        O(state=present).
+    type: dict
+    suboptions:
+      subnet_public:
+        description: Subnet of the login nodes (required when C(network.vpc=new)).
+        type: str
+      subnet_private:
+        description:
+          - Subnet of the compute nodes and of PCS's controller interfaces (required when C(network.vpc=new)).
+        type: str
+      security_group:
+        description:
+          - Security group of the controller interfaces, and of the node groups that use O(launch_template).
+        type: str
+      bucket:
+        description:
+          - The cluster's S3 bucket. With O(foundation.bundle_sha256), every node runs
+            C(s3://<bucket>/trainstack/bootstrap.sh) as a PCS lifecycle action once it has booted.
+        type: str
+      bundle_sha256:
+        description: sha256 of the node bundle in C(trainstack/bundles/<sha256>.tar.gz) of the bucket.
+        type: str
+      instance_profile:
+        description:
+          - Instance profile ARN every node group launches with (required). PCS wants its role to be named
+            C(AWSPCS...) or to have the path C(/aws-pcs/), and to be allowed
+            C(pcs:RegisterComputeNodeGroupInstance).
+        type: str
+      iam_policies:
+        description: Accepted as the foundation mapping has it; PCS takes only O(foundation.instance_profile).
+        type: list
+        elements: str
+      placement_group:
+        description: Accepted as the foundation mapping has it; PCS reads it from the launch template.
+        type: str
+      database:
+        description: Accepted as the foundation mapping has it; PCS keeps the accounting database itself.
+        type: dict
+      fsx_file_system_id:
+        description: Accepted as the foundation mapping has it; PCS mounts no file system.
+        type: str
+  ami_id:
+    description: The AMI, where the spec finds it by C(image.tags) (look it up with amazon.aws.ec2_ami_info).
+    type: str
+  launch_template:
+    description: The EC2 launch template of every node group that has none in O(launch_templates).
+    type: dict
+    suboptions:
+      id:
+        description: Launch template id (C(lt-...)).
+        type: str
+        required: true
+      version:
+        description: Launch template version.
+        type: str
+        default: "1"
+  launch_templates:
+    description:
+      - Launch templates of particular node groups, by queue name (or C(login)), each a mapping with C(id) and
+        optional C(version) (default C(1)). A queue with C(efa), C(placement_group) or
+        C(capacity_reservation_id) needs one; its node group then gets no security group of its own (the
+        template's network interfaces carry it).
+    type: dict
+    default: {}
+  render_only:
+    description: Render and validate the requests; call no AWS API.
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds to wait for each resource to become C(ACTIVE) or to be gone.
+    type: int
+    default: 3600
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.boto3
+notes:
+  - Supports check mode; it reads what exists and reports what it would create or delete.
+  - An existing resource with other settings than the spec's is not updated; the differences the module can
+    see (cluster size, Slurm version) are reported as warnings.
+  - moto has no PCS backend; the requests are checked against botocore's model of the API, not against PCS.
+seealso:
+  - module: trainstack.cluster.cluster_spec
+  - module: trainstack.cluster.pcluster_config
+"""
+
+EXAMPLES = r"""
+- name: Render and check the PCS requests of a spec, without AWS
+  trainstack.cluster.pcs_cluster:
+    path: inventories/aws/clusters/p4d.yml
+    render_only: true
+    foundation:
+      subnet_public: subnet-0123456789abcdef0
+      subnet_private: subnet-0fedcba9876543210
+      security_group: sg-0123456789abcdef0
+      instance_profile: arn:aws:iam::123456789012:instance-profile/aws-pcs/train-p4d-node
+    ami_id: ami-0123456789abcdef0
+    launch_template:
+      id: lt-0123456789abcdef0
+    launch_templates:
+      a100:
+        id: lt-0fedcba9876543210
+        version: "2"
+
+- name: Delete the cluster, its queues and node groups
+  trainstack.cluster.pcs_cluster:
+    path: inventories/aws/clusters/p4d.yml
+    state: absent
+"""
+
+RETURN = r"""
+requests:
+  description:
+    - The rendered requests, C(cluster) (CreateCluster), C(node_groups) (CreateComputeNodeGroup) and C(queues)
+      (CreateQueue, whose C(computeNodeGroupId) holds the node group's name until the id is known).
+  returned: with O(state=present)
+  type: dict
+not_rendered:
+  description: Keys of the spec no PCS request carries, each with where it is handled instead.
+  returned: with O(state=present)
+  type: list
+  elements: str
+cluster_id:
+  description: Id of the PCS cluster; empty when there is none (or in check mode before it is created).
+  returned: unless O(render_only)
+  type: str
+  sample: pcs_abcdef0123
+created:
+  description:
+    - What was created (or would be, in check mode), as C(cluster <name>), C(node group <name>) and
+      C(queue <name>).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: What was deleted (or would be, in check mode), in the order of deletion.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import time
+from typing import Any
+
+try:
+    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
+    AnsibleAWSModule = None
+
+try:
+    import botocore
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
+    botocore = None
+
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+    ClusterSpecError,
+    load_file,
+    normalise,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.pcs_render import (
+    PcsRenderError,
+    PcsRequestError,
+    render,
+    validate,
+)
+
+POLL_SECONDS = 15
+FAILED = ("CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED")
+
+
+class Deadline:
+    """One clock for every wait of a run, so wait_timeout bounds the whole module and not each resource."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.seconds = module.params["wait_timeout"]
+        self.end = time.monotonic() + self.seconds
+
+    def tick(self, what: str) -> None:
+        if time.monotonic() > self.end:
+            self.module.fail_json(msg=f"PCS {what}: not done after {self.seconds} s (wait_timeout)")
+        time.sleep(POLL_SECONDS)
+
+
+def _not_found(error: Exception) -> bool:
+    return (
+        isinstance(error, botocore.exceptions.ClientError)
+        and error.response.get("Error", {}).get("Code") == "ResourceNotFoundException"
+    )
+
+
+def get_cluster(client: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return client.get_cluster(clusterIdentifier=name)["cluster"]
+    except botocore.exceptions.ClientError as error:
+        if _not_found(error):
+            return None
+        raise
+
+
+def _listed(client: Any, operation: str, key: str, cluster_id: str) -> list[dict[str, Any]]:
+    """Every item of a PCS List* call, following nextToken."""
+    found: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"clusterIdentifier": cluster_id}
+    while True:
+        page = getattr(client, operation)(**request)
+        found.extend(page.get(key, []))
+        if not page.get("nextToken"):
+            return found
+        request["nextToken"] = page["nextToken"]
+
+
+def node_groups(client: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
+    return {
+        group["name"]: group
+        for group in _listed(client, "list_compute_node_groups", "computeNodeGroups", cluster_id)
+    }
+
+
+def queues(client: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
+    return {queue["name"]: queue for queue in _listed(client, "list_queues", "queues", cluster_id)}
+
+
+def _check_status(module: Any, what: str, item: dict[str, Any]) -> None:
+    """A failed create or delete never turns ACTIVE or goes away: stop instead of waiting out the clock."""
+    if item.get("status") in FAILED:
+        module.fail_json(msg=f"PCS {what} is {item['status']}", status=item["status"])
+
+
+def wait_cluster_active(module: Any, client: Any, name: str, deadline: Deadline) -> dict[str, Any]:
+    while True:
+        cluster = get_cluster(client, name)
+        if cluster is None:
+            module.fail_json(msg=f"PCS cluster {name}: gone while waiting for it to become ACTIVE")
+        _check_status(module, f"cluster {name}", cluster)
+        if cluster["status"] == "ACTIVE":
+            return cluster
+        deadline.tick(f"cluster {name} ACTIVE (it is {cluster['status']})")
+
+
+def wait_listed(
+    module: Any, client: Any, lister: Any, cluster_id: str, names: set[str], deadline: Deadline
+) -> dict:
+    """Wait until every named node group (or queue) of the cluster is ACTIVE; returns them by name."""
+    kind = "node group" if lister is node_groups else "queue"
+    while True:
+        current = lister(client, cluster_id)
+        missing = sorted(names - set(current))
+        if missing:
+            module.fail_json(
+                msg=f"PCS {kind} {missing[0]}: created, but not listed by the cluster {cluster_id}"
+            )
+        for name in sorted(names):
+            _check_status(module, f"{kind} {name}", current[name])
+        pending = sorted(name for name in names if current[name]["status"] != "ACTIVE")
+        if not pending:
+            return current
+        deadline.tick(f"{kind} {pending[0]} ACTIVE (it is {current[pending[0]]['status']})")
+
+
+def wait_gone(module: Any, client: Any, lister: Any, cluster_id: str, deadline: Deadline) -> None:
+    kind = "node groups" if lister is node_groups else "queues"
+    while True:
+        left = lister(client, cluster_id)
+        if not left:
+            return
+        for name, item in sorted(left.items()):
+            _check_status(module, f"{kind[:-1]} {name}", item)
+        deadline.tick(f"{kind} of {cluster_id} deleted ({', '.join(sorted(left))} left)")
+
+
+def _drift(module: Any, cluster: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Report, never change, what differs between an existing cluster and the spec's request."""
+    seen = {"size": cluster.get("size"), "Slurm version": cluster.get("scheduler", {}).get("version")}
+    asked = {"size": wanted["size"], "Slurm version": wanted["scheduler"]["version"]}
+    for key, value in seen.items():
+        if value != asked[key]:
+            module.warn(f"PCS cluster {cluster['name']}: {key} is {value}, not {asked[key]}; left as it is")
+
+
+def present(module: Any, client: Any, requests: dict[str, Any]) -> dict[str, Any]:
+    name = requests["cluster"]["clusterName"]
+    deadline = Deadline(module)
+    created: list[str] = []
+    cluster = get_cluster(client, name)
+    if cluster is None:
+        created.append(f"cluster {name}")
+        if module.check_mode:
+            created += [f"node group {g['computeNodeGroupName']}" for g in requests["node_groups"]]
+            created += [f"queue {q['queueName']}" for q in requests["queues"]]
+            return {"changed": True, "cluster_id": "", "created": created, "deleted": []}
+        cluster = client.create_cluster(**requests["cluster"])["cluster"]
+    else:
+        _drift(module, cluster, requests["cluster"])
+    if module.check_mode:
+        groups, listed = node_groups(client, cluster["id"]), queues(client, cluster["id"])
+        created += [
+            f"node group {g['computeNodeGroupName']}"
+            for g in requests["node_groups"]
+            if g["computeNodeGroupName"] not in groups
+        ]
+        created += [f"queue {q['queueName']}" for q in requests["queues"] if q["queueName"] not in listed]
+        return {"changed": bool(created), "cluster_id": cluster["id"], "created": created, "deleted": []}
+    if cluster["status"] != "ACTIVE":
+        cluster = wait_cluster_active(module, client, name, deadline)
+    groups = node_groups(client, cluster["id"])
+    for request in requests["node_groups"]:
+        if request["computeNodeGroupName"] not in groups:
+            made = client.create_compute_node_group(**{**request, "clusterIdentifier": cluster["id"]})
+            created.append(f"node group {made['computeNodeGroup']['name']}")
+    wanted_groups = {request["computeNodeGroupName"] for request in requests["node_groups"]}
+    groups = wait_listed(module, client, node_groups, cluster["id"], wanted_groups, deadline)
+    listed = queues(client, cluster["id"])
+    for request in requests["queues"]:
+        if request["queueName"] not in listed:
+            targets = [
+                {"computeNodeGroupId": groups[target["computeNodeGroupId"]]["id"]}
+                for target in request["computeNodeGroupConfigurations"]
+            ]
+            made = client.create_queue(
+                **{**request, "clusterIdentifier": cluster["id"], "computeNodeGroupConfigurations": targets}
+            )
+            created.append(f"queue {made['queue']['name']}")
+    wait_listed(module, client, queues, cluster["id"], {q["queueName"] for q in requests["queues"]}, deadline)
+    return {"changed": bool(created), "cluster_id": cluster["id"], "created": created, "deleted": []}
+
+
+def absent(module: Any, client: Any, name: str) -> dict[str, Any]:
+    """Queues first, then node groups, then the cluster: PCS refuses to delete what something still uses."""
+    cluster = get_cluster(client, name)
+    if cluster is None:
+        return {"changed": False, "cluster_id": "", "created": [], "deleted": []}
+    cluster_id = cluster["id"]
+    listed, groups = queues(client, cluster_id), node_groups(client, cluster_id)
+    deleted = [f"queue {q}" for q in sorted(listed)] + [f"node group {g}" for g in sorted(groups)]
+    deleted.append(f"cluster {name}")
+    if module.check_mode:
+        return {"changed": True, "cluster_id": cluster_id, "created": [], "deleted": deleted}
+    deadline = Deadline(module)
+    for queue in sorted(listed):
+        if listed[queue]["status"] != "DELETING":
+            client.delete_queue(clusterIdentifier=cluster_id, queueIdentifier=listed[queue]["id"])
+    wait_gone(module, client, queues, cluster_id, deadline)
+    for group in sorted(groups):
+        if groups[group]["status"] != "DELETING":
+            client.delete_compute_node_group(
+                clusterIdentifier=cluster_id, computeNodeGroupIdentifier=groups[group]["id"]
+            )
+    wait_gone(module, client, node_groups, cluster_id, deadline)
+    if cluster["status"] != "DELETING":
+        client.delete_cluster(clusterIdentifier=cluster_id)
+    while get_cluster(client, name) is not None:
+        deadline.tick(f"cluster {name} deleted")
+    return {"changed": True, "cluster_id": cluster_id, "created": [], "deleted": deleted}
+
+
+_LAUNCH_TEMPLATE = {"id": {"type": "str", "required": True}, "version": {"type": "str", "default": "1"}}
+_FOUNDATION = {
+    "subnet_public": {"type": "str"},
+    "subnet_private": {"type": "str"},
+    "security_group": {"type": "str"},
+    "bucket": {"type": "str"},
+    "bundle_sha256": {"type": "str"},
+    "instance_profile": {"type": "str"},
+    "iam_policies": {"type": "list", "elements": "str"},
+    "placement_group": {"type": "str"},
+    "database": {"type": "dict"},
+    "fsx_file_system_id": {"type": "str"},
+}
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "path": {"type": "path"},
+        "spec": {"type": "dict"},
+        "stacks_dir": {"type": "path"},
+        "foundation": {"type": "dict", "options": _FOUNDATION},
+        "ami_id": {"type": "str"},
+        "launch_template": {"type": "dict", "options": _LAUNCH_TEMPLATE},
+        "launch_templates": {"type": "dict", "default": {}},
+        "render_only": {"type": "bool", "default": False},
+        "wait_timeout": {"type": "int", "default": 3600},
+    }
+
+
+def _spec(module: Any) -> dict[str, Any]:
+    params = module.params
+    try:
+        if params["path"]:
+            return load_file(params["path"], stacks=params["stacks_dir"])
+        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
+    except ClusterSpecError as exc:
+        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
+    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
+
+
+def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Render and validate; any problem fails the module before a client exists."""
+    params = module.params
+    foundation = {key: value for key, value in (params["foundation"] or {}).items() if value is not None}
+    try:
+        requests = render(
+            spec,
+            foundation,
+            params["ami_id"],
+            params["launch_template"],
+            params["launch_templates"],
+            stacks=params["stacks_dir"],
+        )
+        validate(requests)
+    except PcsRenderError as exc:
+        module.fail_json(msg=f"PCS cannot make this cluster:\n{exc}", problems=exc.problems)
+    except PcsRequestError as exc:
+        module.fail_json(msg=str(exc), operation=exc.operation)
+    return requests
+
+
+def main() -> None:
+    if AnsibleAWSModule is None:
+        from ansible.module_utils.basic import AnsibleModule
+
+        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
+            msg="trainstack.cluster.pcs_cluster needs the amazon.aws collection (module_utils): install it"
+        )
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec(),
+        required_one_of=[("path", "spec")],
+        mutually_exclusive=[("path", "spec")],
+        required_if=[("state", "present", ("foundation",))],
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["render_only"] and params["state"] == "absent":
+        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
+    spec = _spec(module)
+    result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
+    if params["state"] == "present":
+        requests = _requests(module, spec)
+        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
+        for line in result["not_rendered"]:
+            module.warn(f"not in the PCS requests: {line}")
+        if params["render_only"]:
+            module.exit_json(**result)
+    client = module.client("pcs", region=spec["region"])
+    try:
+        if params["state"] == "present":
+            result.update(present(module, client, result["requests"]))
+        else:
+            result.update(absent(module, client, spec["name"]))
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+        module.fail_json_aws(error, msg=f"PCS cluster {spec['name']}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

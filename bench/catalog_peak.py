@@ -39,12 +39,16 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+def catalog() -> object:
+    """The whole catalog, for a reader that needs every type (a check of a rule against each GPU)."""
+    return _load("instance_catalog").Catalog(_load("instance_catalog_data").CATALOG)
+
+
 def catalog_entry(instance_type: str) -> object:
     """The merged catalog entry; an unknown type is refused with the known ones listed."""
     loader = _load("instance_catalog")
-    data = _load("instance_catalog_data")
     try:
-        return loader.Catalog(data.CATALOG).get(instance_type)
+        return catalog().get(instance_type)
     except loader.CatalogError as err:
         raise PeakError(str(err)) from err
 

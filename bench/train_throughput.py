@@ -6,11 +6,19 @@ software, the same config, batch and synthetic data, and the same FLOP count. Ea
 child process (a crash or an out-of-memory error in one does not end the others, and each starts with an
 empty allocator), and the parent writes one JSON with all of them.
 
-Variants:
+Variants (every ``hf_*`` and ``titan`` row is a baseline; the JSON names the fastest and ours' ratio to it):
   hf_eager    LlamaForCausalLM, fp32 weights, torch.autocast(bf16), AdamW (default, foreach).
   hf_fsdp2    the same model wrapped the way the usual FSDP test cases do: fully_shard per decoder layer and
               root, MixedPrecisionPolicy(bf16 params, fp32 reduce), no autocast.
   hf_compile  hf_eager under torch.compile (whole model).
+  hf_eager_fused, hf_compile_fused
+              the same with AdamW(fused=True): PyTorch's fastest AdamW, the strongest plain setting.
+  hf_liger, hf_liger_compile
+              hf_eager_fused / hf_compile_fused with Liger's Triton kernels patched into the Llama classes
+              (``apply_liger_kernel_to_llama``: RMSNorm, RoPE, SwiGLU, fused linear cross-entropy).
+  titan       torchtitan's Llama-3 ``Transformer`` at the same shape (embedding tied like the 1B checkpoint),
+              set up as torchtitan's trainer does on one GPU: fp32 weights under autocast(bf16), each block
+              compiled, the loss compiled, AdamW(fused=True), gradient clipping.
   ours        testcases/pytorch/fsdp exactly as its entrypoint builds it for one process (per-block
               compile, fused linear cross-entropy, bf16 parameters over fp32 master weights updated by
               one compiled AdamW kernel per tensor; FSDP2 only shards when there are several processes),
@@ -45,9 +53,21 @@ FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
 sys.path.insert(0, str(FSDP_DIR))
 sys.path.insert(0, str(ROOT / "bench"))
 import catalog_peak  # noqa: E402 - bench/ is on the path only from the line above
+import train_report  # noqa: E402 - likewise
 
 RESULT_PREFIX = "BENCH_RESULT "
-HF_VARIANTS = ("hf_eager", "hf_fsdp2", "hf_compile")
+# Hugging Face variants: (torch.compile of the whole model, fused AdamW, Liger kernels).
+HF_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
+    "hf_eager": (False, False, False),
+    "hf_fsdp2": (False, False, False),
+    "hf_compile": (True, False, False),
+    "hf_eager_fused": (False, True, False),
+    "hf_compile_fused": (True, True, False),
+    "hf_liger": (False, True, True),
+    "hf_liger_compile": (True, True, True),
+}
+BASELINES = (*HF_VARIANTS, "titan")
+DEFAULT_VARIANTS = ",".join((*HF_VARIANTS, "titan", "ours"))
 # Ranges the profiler records on the GPU timeline next to the kernels they contain: not kernels themselves.
 ANNOTATIONS = ("FSDP::", "Optimizer.", "ProfilerStep", "## ")
 
@@ -62,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--steps", type=int, default=14)
     parser.add_argument("--warmup", type=int, default=4)
-    parser.add_argument("--variants", default="hf_eager,hf_fsdp2,hf_compile,ours")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS)
     parser.add_argument("--ours-variant", action="append", default=[], help="tag:key=value,key=value")
     parser.add_argument("--ours-override", default="", help="key=value,... applied to every ours* variant")
     parser.add_argument(
@@ -252,6 +272,11 @@ def _hf_model(spec: dict[str, Any]) -> Any:
     from fsdp_llama.config import MODEL_CONFIGS
     from fsdp_llama.hf_compat import hf_config_kwargs
 
+    if HF_VARIANTS[spec["name"]][2]:
+        # Patches the transformers Llama classes, so it must precede the model's construction.
+        from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+        apply_liger_kernel_to_llama()
     config = transformers.LlamaConfig(**hf_config_kwargs(MODEL_CONFIGS[spec["config"]]))
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -259,8 +284,32 @@ def _hf_model(spec: dict[str, Any]) -> Any:
         return transformers.LlamaForCausalLM(config)
 
 
+def _versions(*names: str) -> dict[str, str | None]:
+    """Installed versions of the packages a baseline used (None where one is missing)."""
+    from importlib import metadata
+
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _train_loop(spec: dict[str, Any], step_fn: Any) -> tuple[list[float], list[float]]:
+    """Wall time and loss of each step; ``step_fn(step)`` returns the loss tensor of a finished update."""
+    times, losses = [], []
+    for step in range(spec["steps"]):
+        started = time.perf_counter()
+        value = float(step_fn(step).item())
+        times.append(time.perf_counter() - started)
+        losses.append(value)
+    return times, losses
+
+
 def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
-    """Hugging Face in the three ways FSDP test cases commonly run it."""
+    """Hugging Face in the ways FSDP test cases and users commonly run it (see the module docstring)."""
     import torch
     import transformers
     from fsdp_llama.config import MODEL_CONFIGS
@@ -268,6 +317,7 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
     from fsdp_llama.metrics import flops_per_token
     from fsdp_llama.parallel import init_distributed
 
+    compiled, fused, liger = HF_VARIANTS[spec["name"]]
     info = init_distributed(spec["device"])
     if info.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -284,13 +334,14 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
             fully_shard(layer, mesh=mesh, mp_policy=policy)
         fully_shard(model, mesh=mesh, mp_policy=policy)
         autocast = nullcontext()
-    step_model = torch.compile(model) if spec["name"] == "hf_compile" else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    step_model = torch.compile(model) if compiled else model
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None
+    )
     cfg = MODEL_CONFIGS[spec["config"]]
     data = BatchSource("synthetic", cfg.vocab_size, spec["batch_size"], spec["seq_len"], 0, 1, 1234)
 
-    def one_step(step: int) -> tuple[float, float]:
-        started = time.perf_counter()
+    def one_step(step: int) -> Any:
         inputs, _ = data.batch(step, info.device)
         with autocast:
             loss = step_model(input_ids=inputs, labels=inputs).loss
@@ -298,16 +349,96 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        value = float(loss.item())
-        return time.perf_counter() - started, value
+        return loss
 
-    times, losses = [], []
-    for step in range(spec["steps"]):
-        seconds, value = one_step(step)
-        times.append(seconds)
-        losses.append(value)
+    times, losses = _train_loop(spec, one_step)
     result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
     result.update({"params": params, "transformers": transformers.__version__})
+    result["setup"] = {"compile": compiled, "adamw": "fused" if fused else "foreach", "liger": liger}
+    if liger:
+        result["liger_kernel"] = _versions("liger-kernel")["liger-kernel"]
+    return result
+
+
+def _titan_args(spec: dict[str, Any]) -> Any:
+    """torchtitan's model arguments for our shape; its FFN rule gives the same width, RoPE our scaling."""
+    from fsdp_llama.config import MODEL_CONFIGS
+    from torchtitan.models.llama3.model.args import RoPEScalingArgs, TransformerModelArgs
+
+    cfg = MODEL_CONFIGS[spec["config"]]
+    scaling = cfg.rope_scaling or {}
+    rope = RoPEScalingArgs(
+        scaling_factor=scaling.get("factor", 1.0),
+        low_freq_factor=scaling.get("low_freq_factor", 1.0),
+        high_freq_factor=scaling.get("high_freq_factor", 4.0),
+        original_max_position_embeddings=int(scaling.get("original_max_position_embeddings", 8192)),
+    )
+    # multiple_of = ffn_dim and no multiplier: torchtitan rounds int(8 dim / 3) up to ffn_dim exactly.
+    args = TransformerModelArgs(
+        dim=cfg.dim,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=cfg.n_kv_heads,
+        vocab_size=cfg.vocab_size,
+        multiple_of=cfg.ffn_dim,
+        norm_eps=cfg.norm_eps,
+        rope_theta=cfg.rope_theta,
+        rope_scaling_args=rope,
+        max_seq_len=spec["seq_len"],
+    )
+    return cfg, args
+
+
+def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
+    """torchtitan's Llama-3 model, wrapped and stepped as torchtitan's trainer does on a single GPU."""
+    import torch
+    from fsdp_llama.data import BatchSource
+    from fsdp_llama.metrics import flops_per_token
+    from torchtitan.models.llama3.model.model import Transformer
+
+    cfg, args = _titan_args(spec)
+    device = torch.device(spec["device"])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    with torch.device("meta"):
+        model = Transformer(args)
+    ffn = model.layers["0"].feed_forward.w1.weight.shape[0]
+    if ffn != cfg.ffn_dim:
+        raise ValueError(f"torchtitan's FFN width {ffn} is not the shape's {cfg.ffn_dim}")
+    if cfg.tie_embeddings:
+        model.output.weight = model.tok_embeddings.weight
+    for name, block in model.layers.named_children():
+        model.layers.register_module(name, torch.compile(block, fullgraph=True))
+    model.to_empty(device=device)
+    if cfg.tie_embeddings:
+        model.output.weight = model.tok_embeddings.weight
+    with torch.no_grad():
+        model.init_weights(buffer_device=device)
+    params = sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
+
+    @torch.compile
+    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8, fused=True
+    )
+    data = BatchSource("synthetic", cfg.vocab_size, spec["batch_size"], spec["seq_len"], 0, 1, 1234)
+
+    def one_step(step: int) -> Any:
+        inputs, targets = data.batch(step, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    times, losses = _train_loop(spec, one_step)
+    result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
+    result.update({"params": params, **_versions("torchtitan")})
+    result["setup"] = {"compile": "per block + loss", "adamw": "fused", "autocast": "bf16"}
     return result
 
 
@@ -399,6 +530,8 @@ def child_main(spec: dict[str, Any]) -> None:
             result = run_loss_probe(spec)
         elif spec["name"] in HF_VARIANTS:
             result = run_hf(spec)
+        elif spec["name"] == "titan":
+            result = run_titan(spec)
         else:
             result = run_ours(spec)
         result["ok"] = True
@@ -444,12 +577,7 @@ def environment() -> dict[str, Any]:
     if torch.cuda.is_available():  # the parent never touches the GPU beyond this query
         info["gpu"] = torch.cuda.get_device_name()
         info["gpus"] = torch.cuda.device_count()
-    try:
-        import transformers
-
-        info["transformers"] = transformers.__version__
-    except ImportError:
-        info["transformers"] = None
+    info.update(_versions("transformers", "liger-kernel", "torchtitan", "torchao", "triton"))
     return info
 
 
@@ -517,35 +645,64 @@ def parent_main(args: argparse.Namespace) -> int:
         tag, _, text = item.partition(":")
         specs.append({**base, "name": f"ours_{tag}", "overrides": {**shared, **_overrides(text)}})
     ladder = [int(b) for b in args.batch_ladder.split(",") if b] or [args.batch_size]
-    results = []
+    results: list[dict[str, Any]] = []
+    context = {"peak": peak, "peak_source": peak_source, "attention_probe": probe, "loss_probe": loss_probe}
     for spec in specs:
         for batch in ladder:
             result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
             results.append(result)
             print(_row(result), flush=True)
+            # Written after every row: a run stopped from outside still leaves the rows it finished.
+            _write(args, _document(args, context, results, complete=False))
             if result.get("ok"):
                 break
-    document = {
-        "benchmark": "train_throughput",
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "environment": environment(),
-        "config": args.config,
-        "seq_len": args.seq_len,
-        "timed_steps": args.steps - args.warmup,
-        "flop_formula": f"6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs {peak} TFLOP/s",
-        "peak_tflops": peak,
-        "peak_source": peak_source,
-        "attention_probe": probe,
-        "loss_probe": loss_probe,
-        "results": results,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    document = _document(args, context, results, complete=True)
+    document["plot"] = _plot(document, args.output.with_suffix(".png"))
+    _write(args, document)
     if args.log_tar:
         with tarfile.open(args.log_tar, "w:gz") as tar:
             tar.add(log_dir, arcname=log_dir.name)
     print("\n".join(_row(r) for r in results))
+    print(train_report.table(document).splitlines()[-1])
     return 0
+
+
+def _document(
+    args: argparse.Namespace, context: dict[str, Any], results: list[dict[str, Any]], complete: bool
+) -> dict[str, Any]:
+    """The run's JSON: environment, method, probes, every row, and the comparison against the baselines."""
+    peak = context["peak"]
+    return {
+        "benchmark": "train_throughput",
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "complete": complete,
+        "environment": environment(),
+        "config": args.config,
+        "seq_len": args.seq_len,
+        "timed_steps": args.steps - args.warmup,
+        "warmup": args.warmup,
+        "flop_formula": f"6*N + 12*n_layers*dim*seq_len per token (N = unique params); MFU vs {peak} TFLOP/s",
+        "peak_tflops": peak,
+        "peak_source": context["peak_source"],
+        "attention_probe": context["attention_probe"],
+        "loss_probe": context["loss_probe"],
+        "results": results,
+        "comparison": train_report.comparison(results),
+    }
+
+
+def _write(args: argparse.Namespace, document: dict[str, Any]) -> None:
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _plot(document: dict[str, Any], target: Path) -> str:
+    """Draw the PNG beside the JSON; without matplotlib the JSON says so and the run still counts."""
+    try:
+        train_report.plot(document, target)
+    except ImportError as err:
+        return f"not drawn: {err}"
+    return target.name
 
 
 def main() -> int:

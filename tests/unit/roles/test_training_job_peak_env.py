@@ -101,3 +101,15 @@ def test_each_catalog_type_maps_to_its_own_peak(instance_type: str) -> None:
         assert PEAK_ENV not in environment
     else:
         assert float(environment[PEAK_ENV]) == pytest.approx(expected, rel=1e-9)
+
+
+ARCH_ENV = "TRAINSTACK_GPU_ARCH"
+
+
+@pytest.mark.parametrize("instance_type", ["p4d.24xlarge", H200_TYPE, "g6e.48xlarge", "trn1.32xlarge", "lab"])
+def test_the_catalog_gpu_arch_reaches_the_job(instance_type: str) -> None:
+    """pytorch/fsdp refuses --precision fp8 below sm_89 from this variable: an A100 type must say sm_80."""
+    environment = render_expression(
+        "{{ __training_job_environment }}", training_job_instance_type=instance_type
+    )
+    assert environment.get(ARCH_ENV) == default().get(instance_type).gpu_arch

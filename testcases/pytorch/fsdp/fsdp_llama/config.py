@@ -109,6 +109,10 @@ LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
 # The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
 # sets it from the instance catalog of the collection that stages this payload (which keeps no GPU table).
 PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
+# Compute precision of the blocks' matrix products: bf16, or float8 through torchao (fsdp_llama.fp8) with
+# tensorwise or rowwise scaling; every other part keeps the bf16/fp32 numerics either way.
+PRECISIONS = ("bf16", "fp8")
+FP8_RECIPES = ("tensorwise", "rowwise")
 
 
 @dataclass
@@ -130,6 +134,8 @@ class TrainConfig:
     data: str = "synthetic"
     device: str = "auto"
     mixed_precision: str = "auto"
+    precision: str = "bf16"
+    fp8_recipe: str = "tensorwise"
     master_dtype: str = "fp32"
     reshard_after_forward: str = "auto"
     fsdp: str = "auto"
@@ -174,6 +180,18 @@ class TrainConfig:
             (
                 self.mixed_precision in ("auto", "bf16", "fp32"),
                 f"--mixed-precision must be auto, bf16 or fp32, got {self.mixed_precision!r}",
+            ),
+            (
+                self.precision in PRECISIONS,
+                f"--precision must be one of {PRECISIONS}, got {self.precision!r}",
+            ),
+            (
+                self.fp8_recipe in FP8_RECIPES,
+                f"--fp8-recipe must be one of {FP8_RECIPES}, got {self.fp8_recipe!r}",
+            ),
+            (
+                not (self.precision == "fp8" and self.mixed_precision == "fp32"),
+                "--precision fp8 computes around bf16: it cannot be combined with --mixed-precision fp32",
             ),
             (
                 self.master_dtype in ("fp32", "bf16"),

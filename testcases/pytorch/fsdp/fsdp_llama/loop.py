@@ -21,6 +21,7 @@ from torch.distributed.tensor import DTensor
 from . import checkpoint
 from .config import TrainConfig
 from .data import BatchSource
+from .fp8 import check_fp8, convert_to_fp8
 from .metrics import (
     StepTimer,
     Summary,
@@ -85,11 +86,13 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     """
     shard = use_fsdp(cfg, info)
     kernel = loss_kernel(cfg, info)
+    check_fp8(cfg.precision, info.device, os.environ)
     with torch.device("meta"):
         model = Transformer(cfg.model, rope_len=cfg.seq_len)
         if cfg.master_dtype == "bf16":
             model.to(torch.bfloat16)
     model.loss_chunk_tokens = cfg.loss_chunk_tokens
+    model.fp8_linears = convert_to_fp8(model, cfg.fp8_recipe) if cfg.precision == "fp8" else 0
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
         configure_compiler(cfg.compile_tuning)
@@ -311,6 +314,9 @@ def train(cfg: TrainConfig) -> Summary:
             "compile_tuning": cfg.compile_tuning,
             "param_dtype": str(_param_dtype(cfg, info)).removeprefix("torch."),
             "master_dtype": cfg.master_dtype,
+            "precision": cfg.precision,
+            "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
+            "fp8_linears": run.model.fp8_linears,
             "fsdp": use_fsdp(cfg, info),
             "optimizer": type(run.optimizer).__name__,
             "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),

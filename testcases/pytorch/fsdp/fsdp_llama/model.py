@@ -171,6 +171,8 @@ class Transformer(nn.Module):
         self.register_buffer("rope", rope_cos_sin(cfg, self.rope_len), persistent=False)
         self.loss_chunk_tokens = 4096
         self.loss_kernel = "eager"
+        # Linears swapped for float8 ones by fsdp_llama.fp8 (0 on the default bf16 path).
+        self.fp8_linears = 0
 
     def init_weights(self, seed: int) -> None:
         """Deterministic init after ``to_empty`` (meta-device construction leaves memory uninitialised)."""

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Read a ``train_throughput`` JSON: the strongest baseline and ours' ratio to it, the docs' table, the plot.
+
+Why a module of its own: the benchmark writes the comparison into its JSON and draws the PNG beside it, and
+docs/performance.md's table is rendered from the same JSON by the same code, so the page cannot drift from
+the committed file. Standard library only, except matplotlib for the plot.
+
+    python3 bench/train_report.py table bench/results/train_throughput_llama3_2_1b.json   # Markdown
+    python3 bench/train_report.py plot RESULT.json OUT.png
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# Rows whose name starts with one of these are baselines; ``ours`` and ``ours_<tag>`` are the test case.
+BASELINE_PREFIXES = ("hf_", "titan")
+OURS = "ours"
+LABELS = {
+    "hf_eager": "Hugging Face eager, autocast bf16, AdamW foreach",
+    "hf_fsdp2": "Hugging Face + FSDP2 (bf16 params, fp32 reduce), AdamW foreach",
+    "hf_compile": "Hugging Face + torch.compile, AdamW foreach",
+    "hf_eager_fused": "Hugging Face eager, AdamW fused",
+    "hf_compile_fused": "Hugging Face + torch.compile, AdamW fused",
+    "hf_liger": "Hugging Face + Liger kernels, AdamW fused",
+    "hf_liger_compile": "Hugging Face + Liger kernels + torch.compile, AdamW fused",
+    "titan": "torchtitan Llama-3 (per-block compile, AdamW fused)",
+    "ours": "**ours** (`pytorch/fsdp`, one process: unsharded)",
+    "ours_fsdp": "ours through FSDP2 on the one GPU (`--fsdp true`)",
+    "ours_fp8": "ours with `--precision fp8` (float8 block linears, tensorwise; bf16-equivalent FLOPs)",
+}
+
+
+def is_baseline(name: str) -> bool:
+    """Hugging Face and torchtitan rows; probes and ours are not."""
+    return name.startswith(BASELINE_PREFIXES)
+
+
+def comparison(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest baseline that ran, and each ``ours*`` row's tokens/s ratio to it.
+
+    A failed baseline cannot be the strongest (it has no figure), but the comparison lists it, so a missing
+    row is never read as a slow one.
+    """
+    ran = [r for r in results if r.get("ok") and is_baseline(r["name"])]
+    failed = {r["name"]: r.get("error", "") for r in results if not r.get("ok") and is_baseline(r["name"])}
+    document: dict[str, Any] = {"strongest_baseline": None, "failed_baselines": failed, "ratios": {}}
+    if not ran:
+        return document
+    best = max(ran, key=lambda r: r["tokens_per_s"])
+    document["strongest_baseline"] = best["name"]
+    document["strongest_baseline_tokens_per_s"] = best["tokens_per_s"]
+    for row in results:
+        if row.get("ok") and row["name"].startswith(OURS):
+            document["ratios"][row["name"]] = row["tokens_per_s"] / best["tokens_per_s"]
+    return document
+
+
+def _label(row: dict[str, Any]) -> str:
+    name = row["name"]
+    if name in LABELS:
+        return LABELS[name]
+    tag = name.removeprefix(OURS + "_")
+    return f"ours, `{tag}` variant"
+
+
+def table(document: dict[str, Any]) -> str:
+    """Markdown table of every variant, then the line naming the strongest baseline and the ratio."""
+    lines = [
+        "| variant | tokens/s | TFLOP/s | MFU | median step | peak memory |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in document["results"]:
+        if not row.get("ok"):
+            error = str(row.get("error", "")).splitlines()[0][:120].replace("|", "/")
+            lines.append(f"| {_label(row)} | failed: {error} | | | | |")
+            continue
+        lines.append(
+            f"| {_label(row)} | {row['tokens_per_s']:,.0f} | {row['tflops_per_gpu']:.1f} | "
+            f"{100 * (row['mfu'] or 0):.1f} % | {1e3 * row['step_time_median_s']:.1f} ms | "
+            f"{row['peak_mem_gb'] or 0:.1f} GB |"
+        )
+    summary = document.get("comparison") or comparison(document["results"])
+    best = summary.get("strongest_baseline")
+    if best:
+        ratios = ", ".join(f"`{name}` {ratio:.2f}x" for name, ratio in summary["ratios"].items())
+        against = f"; ours against it: {ratios}" if ratios else "; no row of ours ran"
+        lines += ["", f"Strongest baseline in this run: {LABELS.get(best, best)}{against}."]
+    return "\n".join(lines)
+
+
+def plot(document: dict[str, Any], target: Path) -> None:
+    """Tokens/s per variant (bars) and the timed steps' durations per variant (box plot), one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    rows = [r for r in document["results"] if r.get("ok") and "tokens_per_s" in r]
+    warmup = document.get("warmup", 0)
+    names = [r["name"] for r in rows]
+    colours = ["tab:orange" if n.startswith(OURS) else "tab:blue" for n in names]
+    fig, (bars, spread) = plt.subplots(1, 2, figsize=(14, 5.5))
+    bars.barh(names, [r["tokens_per_s"] for r in rows], color=colours)
+    for index, row in enumerate(rows):
+        mfu = f" ({100 * row['mfu']:.1f} % MFU)" if row.get("mfu") else ""
+        bars.text(row["tokens_per_s"], index, f" {row['tokens_per_s']:,.0f}{mfu}", va="center", fontsize=8)
+    bars.invert_yaxis()
+    bars.set_xlabel("tokens/s (higher is better)")
+    bars.set_title(f"{document.get('config', '')} on {document.get('environment', {}).get('gpu', 'the GPU')}")
+    steps = [[1e3 * t for t in r["step_times_s"][warmup:] or r["step_times_s"]] for r in rows]
+    spread.boxplot(steps, vert=False, tick_labels=names)
+    spread.invert_yaxis()
+    spread.set_xlabel("time per timed step (ms)")
+    spread.set_title("per-step time spread after warm-up")
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    """``table JSON`` prints the Markdown; ``plot JSON PNG`` draws the figure."""
+    if len(argv) < 2 or argv[0] not in ("table", "plot") or (argv[0] == "plot" and len(argv) != 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    document = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    if argv[0] == "table":
+        print(table(document))
+    else:
+        plot(document, Path(argv[2]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,72 @@
+"""bench/train_report.py: the strongest baseline, ours' ratio and the docs' table, from a benchmark JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import train_report  # noqa: E402 - bench/ is on the path only from the line above
+
+
+def _row(name: str, tokens: float | None, error: str = "") -> dict[str, object]:
+    if tokens is None:
+        return {"name": name, "ok": False, "error": error, "batch_size": 8}
+    return {
+        "name": name,
+        "ok": True,
+        "tokens_per_s": tokens,
+        "tflops_per_gpu": tokens * 8e6 / 1e12,
+        "mfu": tokens * 8e6 / 1e12 / 989.4,
+        "step_time_median_s": 16384 / tokens,
+        "peak_mem_gb": 40.0,
+        "step_times_s": [0.3, 0.25, 0.24],
+    }
+
+
+RESULTS = [
+    _row("hf_compile", 53_000),
+    _row("hf_compile_fused", 55_800),
+    _row("hf_liger_compile", None, "TorchRuntimeError: fake tensor | call\nsecond line"),
+    _row("titan", 63_600),
+    _row("ours", 68_250),
+    _row("ours_fp8", 79_000),
+]
+
+
+def test_the_fastest_baseline_that_ran_is_the_strongest() -> None:
+    summary = train_report.comparison(RESULTS)
+    assert summary["strongest_baseline"] == "titan"
+    assert summary["strongest_baseline_tokens_per_s"] == 63_600
+    assert summary["ratios"] == {"ours": 68_250 / 63_600, "ours_fp8": 79_000 / 63_600}
+    assert list(summary["failed_baselines"]) == ["hf_liger_compile"]
+
+
+def test_no_baseline_no_ratio() -> None:
+    summary = train_report.comparison([_row("ours", 68_000), _row("hf_eager", None, "OOM")])
+    assert summary["strongest_baseline"] is None
+    assert summary["ratios"] == {}
+
+
+def test_table_lists_every_row_and_names_the_strongest() -> None:
+    text = train_report.table({"results": RESULTS})
+    lines = text.splitlines()
+    assert len([line for line in lines if line.startswith("| ") and "---" not in line]) == 1 + len(RESULTS)
+    assert "| torchtitan Llama-3 (per-block compile, AdamW fused) | 63,600 |" in text
+    # A failed row shows its error's first line, with no table-breaking pipe.
+    assert "failed: TorchRuntimeError: fake tensor / call |" in text
+    assert lines[-1] == (
+        "Strongest baseline in this run: torchtitan Llama-3 (per-block compile, AdamW fused); "
+        "ours against it: `ours` 1.07x, `ours_fp8` 1.24x."
+    )
+
+
+def test_the_docs_table_is_the_committed_json_rendered() -> None:
+    """docs/performance.md's 1B comparison is made from the committed JSON, never edited by hand."""
+    document = json.loads((ROOT / "bench/results/train_throughput_llama3_2_1b.json").read_text("utf-8"))
+    assert document["complete"] is True
+    assert document["comparison"] == train_report.comparison(document["results"])
+    assert train_report.table(document) in (ROOT / "docs/performance.md").read_text("utf-8")

@@ -179,6 +179,13 @@ cluster_id:
   returned: unless O(render_only)
   type: str
   sample: pcs_abcdef0123
+node_group_ids:
+  description:
+    - Ids of the cluster's compute node groups by name, once they are C(ACTIVE); the login group's id is what
+      the C(ec2_cluster) inventory's C(pcs_login_node_groups) option takes.
+  returned: with O(state=present), unless O(render_only) or in check mode
+  type: dict
+  sample: {"a100": "pcs_4kq8f2ab0c", "login": "pcs_9xw2m1cd3e"}
 created:
   description:
     - What was created (or would be, in check mode), as C(cluster <name>), C(node group <name>) and
@@ -376,7 +383,8 @@ def present(module: Any, client: Any, requests: dict[str, Any]) -> dict[str, Any
             )
             created.append(f"queue {made['queue']['name']}")
     wait_listed(module, client, queues, cluster["id"], {q["queueName"] for q in requests["queues"]}, deadline)
-    return {"changed": bool(created), "cluster_id": cluster["id"], "created": created, "deleted": []}
+    ids = {name: group["id"] for name, group in sorted(groups.items())}
+    return {"changed": bool(created), "cluster_id": cluster["id"], "node_group_ids": ids, "created": created}
 
 
 def absent(module: Any, client: Any, name: str) -> dict[str, Any]:

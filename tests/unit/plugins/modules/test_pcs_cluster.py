@@ -226,6 +226,7 @@ def test_present_creates_cluster_then_node_group_then_queue(run_module, pcs) -> 
     assert res["changed"] is True
     assert res["cluster_id"] == CLUSTER_ID
     assert res["created"] == ["cluster train-p4d", "node group a100", "queue a100"]
+    assert res["node_group_ids"] == {"a100": "pcs_ng0a100"}
     assert pcs.asked == [{"service": "pcs", "region": "us-east-1"}]
 
 
@@ -242,6 +243,7 @@ def test_an_existing_cluster_with_the_same_spec_is_left_alone(run_module, pcs) -
     res = run_module(**ARGS)
     assert not res.get("failed"), res
     assert (res["changed"], res["created"]) == (False, [])
+    assert res["node_group_ids"] == {"a100": "pcs_ng0a100"}
     assert "warnings" not in res or not any("left as it is" in w for w in res["warnings"])
 
 

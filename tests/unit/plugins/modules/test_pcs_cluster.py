@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible_collections.trainstack.cluster.plugins.modules import pcs_cluster
 from botocore.exceptions import ParamValidationError
 from botocore.session import Session
@@ -350,3 +351,17 @@ def test_a_queue_that_fails_to_delete_stops_the_teardown(run_module, pcs) -> Non
     res = run_module(path=P4D, state="absent")
     assert res["failed"]
     assert res["msg"] == "PCS queue a100 is DELETE_FAILED"
+
+
+# ---------------------------------------------------------------- the documentation's task
+
+
+def test_the_render_only_task_of_the_docs_runs_as_written(run_module, pcs, monkeypatch) -> None:
+    text = (REPO / "docs" / "aws-pcs.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (task,) = yaml.safe_load(block)
+    monkeypatch.chdir(REPO)
+    res = run_module(**task["trainstack.cluster.pcs_cluster"])
+    assert not res.get("failed"), res
+    assert res["requests"]["cluster"]["clusterName"] == "train-p4d"
+    assert pcs.asked == []

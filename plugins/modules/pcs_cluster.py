@@ -31,8 +31,8 @@ description:
     C(ACTIVE); an existing cluster, node group or queue is left as it is. With O(state=absent), deletes the
     queues, then the node groups, then the cluster, waiting for each step to finish.
   - With O(render_only=true), renders and validates only; nothing is read from or sent to AWS.
-  - The region is the spec's C(region).
-version_added: 0.3.0
+  - The cluster is made in the spec's C(region); O(region) (and C(AWS_REGION)) are not used.
+version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
   state:
@@ -127,6 +127,7 @@ options:
     default: 3600
 extends_documentation_fragment:
   - amazon.aws.common.modules
+  - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
   - Supports check mode; it reads what exists and reports what it would create or delete.

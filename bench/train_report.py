@@ -7,12 +7,15 @@ the committed file. Standard library only, except matplotlib for the plot.
 
     python3 bench/train_report.py table bench/results/train_throughput_llama3_2_1b.json   # Markdown
     python3 bench/train_report.py plot RESULT.json OUT.png
+    python3 bench/train_report.py energy RESULT.json GPU_CLOCKS.csv   # JSON: watts, joules per step, tokens/J
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,16 +124,64 @@ def plot(document: dict[str, Any], target: Path) -> None:
     plt.close(fig)
 
 
+def power_samples(text: str, utc_offset_s: float) -> list[tuple[float, float, float]]:
+    """``(unix time, watts, SM MHz)`` from nvidia-smi's CSV (timestamp, clocks.sm, power.draw, ...).
+
+    nvidia-smi stamps samples in the machine's local time; the benchmark records that offset.
+    """
+    samples = []
+    for row in csv.reader(text.splitlines()[1:]):
+        if len(row) < 5:
+            continue  # the last line, cut off when the sampler was stopped
+        try:
+            stamp = datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=UTC)
+            mhz = float(row[1].split()[0])
+            watts = float(row[2].split()[0])
+        except (IndexError, ValueError):
+            continue  # a header repeated in the middle
+        samples.append((stamp.timestamp() - utc_offset_s, watts, mhz))
+    return samples
+
+
+def energy(document: dict[str, Any], samples: list[tuple[float, float, float]]) -> dict[str, Any]:
+    """Per row: mean power and SM clock over its timed steps, joules per step and tokens per joule.
+
+    Under a power cap, tokens per joule is what a faster step buys: two variants at the same cap differ in
+    speed only by the energy each spends per step.
+    """
+    rows: dict[str, Any] = {}
+    for row in document["results"]:
+        window = row.get("timed_window_unix") if row.get("ok") else None
+        inside = [s for s in samples if window and window[0] <= s[0] <= window[1]]
+        if not inside:
+            continue
+        watts = sum(s[1] for s in inside) / len(inside)
+        step_s = row["batch_size"] * document["seq_len"] / row["tokens_per_s"]
+        rows[row["name"]] = {
+            "samples": len(inside),
+            "mean_power_w": watts,
+            "mean_sm_clock_mhz": sum(s[2] for s in inside) / len(inside),
+            "joules_per_step": watts * step_s,
+            "tokens_per_joule": row["tokens_per_s"] / watts,
+        }
+    return rows
+
+
 def main(argv: list[str]) -> int:
-    """``table JSON`` prints the Markdown; ``plot JSON PNG`` draws the figure."""
-    if len(argv) < 2 or argv[0] not in ("table", "plot") or (argv[0] == "plot" and len(argv) != 3):
+    """``table JSON``: the Markdown; ``plot JSON PNG``: the figure; ``energy JSON CSV``: JSON on stdout."""
+    usage = {"table": 2, "plot": 3, "energy": 3}
+    if len(argv) < 2 or usage.get(argv[0]) != len(argv):
         print(__doc__, file=sys.stderr)
         return 2
     document = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     if argv[0] == "table":
         print(table(document))
-    else:
+    elif argv[0] == "plot":
         plot(document, Path(argv[2]))
+    else:
+        offset = document.get("environment", {}).get("utc_offset_s", 0)
+        samples = power_samples(Path(argv[2]).read_text(encoding="utf-8"), offset)
+        print(json.dumps(energy(document, samples), indent=2))
     return 0
 
 

@@ -145,7 +145,11 @@ def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], fl
     cuda = spec["device"] == "cuda"
     peak = spec["peak_tflops"] if cuda else None
     tflops = tokens_per_s * flops_token / 1e12
+    stamps = spec.get("_step_end_unix", [])
+    # Wall-clock (Unix) bounds of the timed steps, to match them with the GPU's power samples.
+    bounds = [stamps[spec["warmup"] - 1], stamps[-1]] if len(stamps) > spec["warmup"] >= 1 else None
     return {
+        "timed_window_unix": bounds,
         "tokens_per_s": tokens_per_s,
         "tflops_per_gpu": tflops,
         "mfu": tflops / peak if peak else None,
@@ -226,9 +230,12 @@ def _timed_steps(trainer: Any, steps: int) -> tuple[list[Any], list[float]]:
 
     trainer.finish = timed_finish
     records, host = [], []
+    stamps = trainer.step_end_unix = []
     for step in range(steps):
         started = time.perf_counter()
         records.append(trainer.step(step))
+        # The record that came back is the previous step's, finished at its read inside this call.
+        stamps.append(time.time())
         host.append(time.perf_counter() - started - waits[-1])
     trainer.finish = finish
     return records, host
@@ -251,6 +258,8 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     build_s = time.perf_counter() - built
     records, host = _timed_steps(trainer, spec["steps"])
     records.append(trainer.finish(timed=False))
+    # Step k's record arrives with call k + 1: its end is the stamp of the next call (the flush for the last).
+    spec["_step_end_unix"] = trainer.step_end_unix[1:]
     done = [record for record in records if record is not None]
     # The final flush times only the tail of the last step (nothing was queued behind it): left out.
     times = [record["step_time_s"] for record in done[:-1]]
@@ -300,10 +309,12 @@ def _versions(*names: str) -> dict[str, str | None]:
 def _train_loop(spec: dict[str, Any], step_fn: Any) -> tuple[list[float], list[float]]:
     """Wall time and loss of each step; ``step_fn(step)`` returns the loss tensor of a finished update."""
     times, losses = [], []
+    stamps = spec.setdefault("_step_end_unix", [])
     for step in range(spec["steps"]):
         started = time.perf_counter()
         value = float(step_fn(step).item())
         times.append(time.perf_counter() - started)
+        stamps.append(time.time())
         losses.append(value)
     return times, losses
 
@@ -574,6 +585,8 @@ def environment() -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    # nvidia-smi stamps its samples in local time: the offset turns them into Unix time.
+    info["utc_offset_s"] = time.localtime().tm_gmtoff
     if torch.cuda.is_available():  # the parent never touches the GPU beyond this query
         info["gpu"] = torch.cuda.get_device_name()
         info["gpus"] = torch.cuda.device_count()

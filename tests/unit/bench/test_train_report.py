@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,3 +71,28 @@ def test_the_docs_table_is_the_committed_json_rendered() -> None:
     assert document["complete"] is True
     assert document["comparison"] == train_report.comparison(document["results"])
     assert train_report.table(document) in (ROOT / "docs/performance.md").read_text("utf-8")
+
+
+CLOCKS = """timestamp, clocks.current.sm [MHz], power.draw [W], temperature.gpu, clocks_event_reasons.active
+2026/12/01 22:00:00.000, 1980 MHz, 100.00 W, 40, 0x0
+2026/12/01 22:00:01.000, 1500 MHz, 690.00 W, 60, 0x4
+2026/12/01 22:00:02.000, 1600 MHz, 700.00 W, 61, 0x4
+timestamp, clocks.current.sm [MHz], power.draw [W], temperature.gpu, clocks_event_reasons.active
+2026/12/01 22:00:03.000, 1980 MHz, 2"""
+
+
+def test_energy_is_power_over_the_timed_steps_only() -> None:
+    # The machine's clock runs one hour ahead of UTC: the samples' local stamps are shifted back.
+    samples = train_report.power_samples(CLOCKS, utc_offset_s=3600)
+    assert len(samples) == 3  # the repeated header and the cut-off last line are skipped
+    start = samples[1][0]
+    row = {**_row("ours", 65_536.0), "batch_size": 8, "timed_window_unix": [start, start + 1.5]}
+    late = {**_row("titan", 60_000.0), "batch_size": 8, "timed_window_unix": [start + 100, start + 200]}
+    rows = train_report.energy({"seq_len": 2048, "results": [row, late]}, samples)
+    assert list(rows) == ["ours"]
+    assert rows["ours"]["samples"] == 2
+    assert rows["ours"]["mean_power_w"] == 695.0
+    assert rows["ours"]["mean_sm_clock_mhz"] == 1550.0
+    assert rows["ours"]["joules_per_step"] == 695.0 * 0.25  # 16,384 tokens at 65,536 tokens/s
+    assert rows["ours"]["tokens_per_joule"] == 65_536.0 / 695.0
+    assert samples[0][0] == datetime(2026, 12, 1, 21, 0, tzinfo=UTC).timestamp()

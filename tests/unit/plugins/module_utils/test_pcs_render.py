@@ -306,3 +306,36 @@ def test_a_spec_found_by_tags_needs_the_ami_id() -> None:
     spec = example("p4d")
     problems = refusal(spec, ami_id=None, launch_templates=own_templates(spec))
     assert any(p.startswith("image.tags: the AMI is found by its tags") for p in problems)
+
+
+def test_the_foundation_record_renders_through_the_pcluster_foundation_filter() -> None:
+    """The record cluster_foundation writes serves PCS as it serves ParallelCluster, through one filter."""
+    from ansible_collections.trainstack.cluster.plugins.filter.cluster import pcluster_foundation
+
+    spec = example("p4d")
+    record = {
+        "cluster_name": "train-p4d",
+        "region": "us-east-1",
+        "public_subnet_id": "subnet-0aaaaaaaaaaaaaaa1",
+        "private_subnet_id": "subnet-0bbbbbbbbbbbbbbb2",
+        "security_group_id": "sg-0ccccccccccccccc3",
+        "bucket": "example-training-data",
+        "instance_profile_arn": "arn:aws:iam::123456789012:instance-profile/aws-pcs/train-p4d-node",
+        "fsx_file_system_id": "fs-0ddddddddddddddd4",
+        "placement_group": "train-p4d-cluster",
+    }
+    foundation = pcluster_foundation(record, spec, bundle_sha256="cd" * 32)
+    requests = pcs_render.render(spec, foundation, AMI, None, own_templates(spec))
+    pcs_render.validate(requests, PCS)
+    assert requests["cluster"]["networking"] == {
+        "subnetIds": [record["private_subnet_id"]],
+        "securityGroupIds": [record["security_group_id"]],
+    }
+    (group,) = requests["node_groups"]
+    assert (group["subnetIds"], group["iamInstanceProfileArn"]) == (
+        [record["private_subnet_id"]],
+        record["instance_profile_arn"],
+    )
+    assert group["nodeLifecycleActions"]["stages"]["nodeBootstrapped"][0]["scriptSource"] == {
+        "scriptLocation": "s3://example-training-data/trainstack/bootstrap.sh"
+    }

@@ -240,7 +240,7 @@ def cluster_request(
     spec: Mapping[str, Any], foundation: Mapping[str, Any], version: str, size: str
 ) -> dict[str, Any]:
     """CreateCluster: the controller's interfaces go into the compute subnet (PCS takes exactly one)."""
-    _, private = _subnets(spec, foundation)
+    private = _subnets(spec, foundation)[1]
     networking: dict[str, Any] = {"subnetIds": [private]}
     if foundation.get("security_group"):
         networking["securityGroupIds"] = [foundation["security_group"]]

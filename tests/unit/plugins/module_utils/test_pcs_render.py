@@ -79,7 +79,7 @@ def test_slurm_versions_are_the_ones_the_model_documents() -> None:
 
 
 def test_sizes_and_purchase_options_are_enums_of_the_model() -> None:
-    assert [size for size, _ in pcs_render.PCS_SIZES] == PCS.shape_for("Size").enum
+    assert [entry[0] for entry in pcs_render.PCS_SIZES] == PCS.shape_for("Size").enum
     assert set(pcs_render.PURCHASE_OPTION.values()) <= set(PCS.shape_for("PurchaseOption").enum)
 
 

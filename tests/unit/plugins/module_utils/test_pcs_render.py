@@ -19,21 +19,17 @@ import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils import cluster_spec, pcs_render
 from botocore.session import Session
 
-from tests.support import REPO
+from tests.unit.plugins.cluster_examples import AMI, EXAMPLE_SPECS
+from tests.unit.plugins.cluster_examples import FOUNDATION as SHARED_FOUNDATION
 
 pytestmark = pytest.mark.cluster
 
 PCS = Session().get_service_model("pcs")
-EXAMPLES = {p.stem: p for p in sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))}
+EXAMPLES = EXAMPLE_SPECS
 FOUNDATION = {
-    "subnet_public": "subnet-0a0a0a0a0a0a0a0a0",
-    "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
-    "security_group": "sg-0c0c0c0c0c0c0c0c0",
-    "bucket": "trainstack-test-cluster",
-    "bundle_sha256": "ab" * 32,
+    **SHARED_FOUNDATION,
     "instance_profile": "arn:aws:iam::123456789012:instance-profile/aws-pcs/trainstack-node",
 }
-AMI = "ami-0d0d0d0d0d0d0d0d0"
 SHARED_TEMPLATE = {"id": "lt-0123456789abcdef0", "version": "1"}
 
 

@@ -10,17 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import REPO
+from tests.unit.plugins.cluster_examples import AMI, EXAMPLE_SPECS
+from tests.unit.plugins.cluster_examples import FOUNDATION as SHARED_FOUNDATION
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLE_SPECS = {p.stem: p for p in sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))}
 FOUNDATION = {
-    "subnet_public": "subnet-0a0a0a0a0a0a0a0a0",
-    "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
-    "security_group": "sg-0c0c0c0c0c0c0c0c0",
-    "bucket": "trainstack-test-cluster",
-    "bundle_sha256": "ab" * 32,
+    **SHARED_FOUNDATION,
     "placement_group": "train-pg",
     "database": {
         "uri": "slurmdb.internal:3306",
@@ -28,7 +24,6 @@ FOUNDATION = {
         "password_secret_arn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:slurmdb-AbCdEf",
     },
 }
-AMI = "ami-0d0d0d0d0d0d0d0d0"
 BUNDLE_ARGS = [
     "--bundle",
     f"s3://trainstack-test-cluster/trainstack/bundles/{'ab' * 32}.tar.gz",

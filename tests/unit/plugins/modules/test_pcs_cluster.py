@@ -23,17 +23,14 @@ from botocore.session import Session
 from botocore.stub import Stubber
 
 from tests.support import REPO
+from tests.unit.plugins.cluster_examples import FOUNDATION as SHARED_FOUNDATION
 
 pytestmark = pytest.mark.cluster
 
 P4D = str(REPO / "inventories" / "aws" / "clusters" / "p4d.yml")
 P5 = str(REPO / "inventories" / "aws" / "clusters" / "p5.yml")
 FOUNDATION = {
-    "subnet_public": "subnet-0a0a0a0a0a0a0a0a0",
-    "subnet_private": "subnet-0b0b0b0b0b0b0b0b0",
-    "security_group": "sg-0c0c0c0c0c0c0c0c0",
-    "bucket": "trainstack-test-cluster",
-    "bundle_sha256": "ab" * 32,
+    **SHARED_FOUNDATION,
     "instance_profile": "arn:aws:iam::123456789012:instance-profile/aws-pcs/trainstack-node",
 }
 ARGS = {

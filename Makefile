@@ -112,10 +112,11 @@ integration-isolated: setup ## self-contained integration tests (moto, packer, l
 	$(BIN)/pytest tests/integration -m "not host and not slow" --durations=25 $(PYTEST_ARGS)
 
 # Stages run in order and the run ends with the seconds each took (set-up counts: on a fresh machine it is most).
-# On two cores the molecule scenarios keep both busy, so they run alone. The lab's own tests (one process, in
-# order) leave a core mostly idle: lint, the unit tests, the self-contained integration tests and the build of the
-# local image that the lab's last tests boot from run beside them. A stage fails if any of its parts fails.
-TEST_STAGES := setup wheelhouse molecule integration-host+integration-isolated+lint+unit+test-image
+# On two cores the molecule scenarios keep both busy but for their package downloads: lint, whose sanity
+# virtualenvs download too, takes what they leave. The lab's own tests (one process, in order) leave a core
+# mostly idle: the unit tests, the self-contained integration tests and the build of the local image that the
+# lab's last tests boot from run beside them. A stage fails if any of its parts fails.
+TEST_STAGES := setup wheelhouse molecule+lint integration-host+integration-isolated+unit+test-image
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
 	@TRAINSTACK_TEST_IMAGE=$(TEST_IMAGE_OUT) MAKE="$(MAKE)" scripts/run-stages.sh $(TEST_STAGES)
 

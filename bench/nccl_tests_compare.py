@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Turn one ``bench/nccl_tests_device.sh`` output directory into the nccl-tests vs ``nccl/collectives`` JSON
 and plot.
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model
 from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import (
     BOOTSTRAP_KEY,
     BUNDLE_PREFIX,
@@ -416,69 +417,16 @@ def render(
 # ---------------------------------------------------------------- validation against botocore's model
 
 
-def _constraint_problems(value: Any, shape: Any, path: str) -> list[str]:
-    """What botocore's ParamValidator leaves unchecked (it checks required members, types and minimums):
-    enums, patterns and maximum lengths or values, read from the same shapes."""
-    found: list[str] = []
-    kind = shape.type_name
-    if kind == "structure" and isinstance(value, Mapping):
-        for key, member in shape.members.items():
-            if key in value:
-                found += _constraint_problems(value[key], member, f"{path}.{key}" if path else key)
-    elif kind == "list" and isinstance(value, list):
-        maximum = shape.metadata.get("max")
-        if maximum is not None and len(value) > maximum:
-            found.append(f"{path}: {len(value)} items, at most {maximum}")
-        for index, item in enumerate(value):
-            found += _constraint_problems(item, shape.member, f"{path}[{index}]")
-    elif kind == "map" and isinstance(value, Mapping):
-        for key, item in value.items():
-            found += _constraint_problems(item, shape.value, f"{path}.{key}")
-    elif kind == "string" and isinstance(value, str):
-        found += _string_problems(value, shape, path)
-    elif kind in ("integer", "long") and isinstance(value, int):
-        maximum = shape.metadata.get("max")
-        if maximum is not None and value > maximum:
-            found.append(f"{path}: {value} is more than {maximum}")
-    return found
-
-
-def _string_problems(value: str, shape: Any, path: str) -> list[str]:
-    found = []
-    if shape.enum and value not in shape.enum:
-        found.append(f"{path}: {value!r} is not one of {', '.join(shape.enum)}")
-    maximum = shape.metadata.get("max")
-    if maximum is not None and len(value) > maximum:
-        found.append(f"{path}: {len(value)} characters, at most {maximum}")
-    pattern = shape.metadata.get("pattern")
-    if pattern:
-        try:
-            matched = re.search(pattern, value)
-        except re.error:  # a pattern Python cannot read is left to the service
-            matched = True
-        if not matched:
-            found.append(f"{path}: {value!r} does not match the pattern {pattern}")
-    return found
-
-
 def request_problems(operation: str, request: Mapping[str, Any], model: Any = None) -> str:
     """Empty when `request` is valid input of the PCS `operation`; otherwise botocore's report, then the
-    model's enum, pattern and maximum checks. `model` is botocore's PCS service model (loaded when None)."""
-    from botocore.session import Session
-    from botocore.validate import ParamValidator
-
-    shape = (model or Session().get_service_model("pcs")).operation_model(operation).input_shape
-    report = ParamValidator().validate(dict(request), shape)
-    lines = [report.generate_report()] if report.has_errors() else []
-    lines += _constraint_problems(request, shape, "")
-    return "\n".join(lines)
+    model's enum, pattern and maximum checks (module_utils/botocore_model.py). `model` is botocore's PCS
+    service model (loaded when None)."""
+    return botocore_model.request_problems(model or botocore_model.service_model("pcs"), operation, request)
 
 
 def validate(requests: Mapping[str, Any], model: Any = None) -> None:
     """Check every rendered request against botocore's PCS model; PcsRequestError names the first failing."""
-    from botocore.session import Session
-
-    model = model or Session().get_service_model("pcs")
+    model = model or botocore_model.service_model("pcs")
     labelled = [("CreateCluster", f"cluster {requests['cluster'].get('clusterName')}", requests["cluster"])]
     labelled += [
         ("CreateComputeNodeGroup", f"node group {group.get('computeNodeGroupName')}", group)

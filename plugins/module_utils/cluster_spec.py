@@ -80,6 +80,23 @@ _FSX = {
     },
 }
 
+# SageMaker HyperPod only (module_utils/hyperpod_render.py); the ParallelCluster and PCS renderers ignore it.
+# Sizes are those of the SageMaker model's ClusterEbsVolumeConfig.VolumeSizeInGB.
+_HYPERPOD = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "threads_per_core": {"type": "integer", "enum": [1, 2], "description": "default: 1 (no SMT)."},
+        "root_volume_gib": {"type": "integer", "minimum": 1, "maximum": 16384},
+        "volume_gib": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 16384,
+            "description": "A second EBS volume on every node (HyperPod mounts it at /opt/sagemaker).",
+        },
+    },
+}
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": SCHEMA_ID,
@@ -150,6 +167,7 @@ SCHEMA: dict[str, Any] = {
         },
         "slurm_accounting": _BOOL,
         "monitoring": _BOOL,
+        "hyperpod": _HYPERPOD,
     },
     "$defs": {"queue": _QUEUE, "fsx_lustre": _FSX},
 }

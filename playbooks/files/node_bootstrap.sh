@@ -12,10 +12,12 @@
 # stderr naming the step and exits non-zero, which makes ParallelCluster mark the node failed.
 set -euo pipefail
 
+# The other entry points of the collection's node bundle (hyperpod_on_create.sh) source this file for its
+# functions (logging, ansible-core and bundle installation) and name their messages with their own PROG.
 readonly ANSIBLE_CORE_VERSION="2.19.14"
 readonly CFNCONFIG="/etc/parallelcluster/cfnconfig"
 readonly DNA_JSON="/etc/chef/dna.json"
-readonly PROG="trainstack-bootstrap"
+PROG="${PROG:-trainstack-bootstrap}"
 
 step="arguments"
 role=""
@@ -227,4 +229,7 @@ main() {
   log "node bootstrap finished for role ${role}"
 }
 
-main "$@"
+# Run only when executed; a script that sources this file gets the functions and its own main.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi

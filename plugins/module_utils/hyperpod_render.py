@@ -317,7 +317,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
     if spec["shared_storage"].get("efs_home"):
         found.append("shared_storage.efs_home: HyperPod mounts no EFS; the lifecycle script must")
     if spec["slurm_accounting"]:
-        found.append("slurm_accounting: HyperPod's Slurm keeps no accounting database unless one is set up")
+        found.append("slurm_accounting: no SageMaker field; the lifecycle script's node playbook sets it up")
     if spec["head_node"].get("ssh_key_name"):
         found.append("head_node.ssh_key_name: HyperPod nodes are reached through SSM, not an EC2 key pair")
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import socket
 import subprocess
 import time
@@ -112,6 +113,58 @@ def on_lab_node(command: str, address: str = "10.77.0.11", *, check: bool = True
     if check and proc.returncode != 0:
         raise AssertionError(f"{command!r} on {address} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout.strip()
+
+
+@dataclass
+class LabNodeState:
+    """What a test that configures a lab node in place found there first: which of the paths it may create
+    existed, and which of the packages it may install were installed."""
+
+    paths: set[str]
+    packages: set[str]
+
+
+def lab_node_state(address: str, paths: list[str], packages: tuple[str, ...]) -> LabNodeState:
+    """Record which of ``paths`` exist and which of ``packages`` are installed on a lab node."""
+    quoted = " ".join(shlex.quote(path) for path in paths)
+    existing = on_lab_node(f"for p in {quoted}; do [ -e $p ] && echo $p; done; true", address).split()
+    query = f"dpkg-query -W -f='${{Package}} ${{db:Status-Abbrev}}\\n' {' '.join(packages)} 2>/dev/null; true"
+    installed = {
+        line.split()[0] for line in on_lab_node(query, address).splitlines() if line.split()[1:2] == ["ii"]
+    }
+    return LabNodeState(set(existing), installed)
+
+
+# The EFA textfile exporter's units, which the monitoring role of a node bootstrap installs.
+EFA_EXPORTER_UNITS = ("trainstack-efa-exporter.service", "trainstack-efa-exporter.timer")
+
+
+def restore_lab_node(
+    address: str, before: LabNodeState, created: list[str], parents: list[str], packages: tuple[str, ...]
+) -> None:
+    """Remove what a node bootstrap added to a lab node (the ``created`` paths, the ``parents`` left empty,
+    the ``packages``) that ``before`` did not have, so the lab's other tests find the node as it was."""
+    new_paths = [path for path in created if path not in before.paths]
+    if any(path.endswith("/trainstack-efa-exporter.timer") for path in new_paths):
+        on_lab_node(f"systemctl disable --now {' '.join(EFA_EXPORTER_UNITS)}", address, check=False)
+    if new_paths:
+        on_lab_node("rm -rf " + " ".join(shlex.quote(path) for path in new_paths), address, check=False)
+    new_parents = [path for path in parents if path not in before.paths]
+    if new_parents:
+        on_lab_node("rmdir --ignore-fail-on-non-empty " + " ".join(new_parents), address, check=False)
+    new_packages = sorted(set(packages) - before.packages)
+    if new_packages:
+        on_lab_node(
+            "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q " + " ".join(new_packages) + " >/dev/null",
+            address,
+            check=False,
+        )
+    # A timer run the stop cut short leaves the unit failed, and a failed unit leaves the node "degraded".
+    on_lab_node(
+        f"systemctl daemon-reload; systemctl reset-failed {' '.join(EFA_EXPORTER_UNITS)} 2>/dev/null; true",
+        address,
+        check=False,
+    )
 
 
 def published_sha256(deb: Path) -> str | None:

@@ -22,7 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.support import lab_ssh, on_lab_node, playbook, serve_directory
+from tests.support import (
+    lab_node_state,
+    lab_ssh,
+    on_lab_node,
+    playbook,
+    restore_lab_node,
+    serve_directory,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster, pytest.mark.slow]
 
@@ -109,48 +116,6 @@ def _run_all(base_url: str, sha256: str) -> dict[str, Any]:
     return {address: future.result() for address, future in futures.items()}
 
 
-def _snapshot(address: str) -> dict[str, Any]:
-    paths = " ".join(shlex.quote(path) for path in CREATED_PATHS + PARENT_DIRS)
-    existing = on_lab_node(f"for p in {paths}; do [ -e $p ] && echo $p; done; true", address).split()
-    query = f"dpkg-query -W -f='${{Package}} ${{db:Status-Abbrev}}\\n' {' '.join(PACKAGES)} 2>/dev/null; true"
-    installed = {
-        line.split()[0] for line in on_lab_node(query, address).splitlines() if line.split()[1:2] == ["ii"]
-    }
-    return {"paths": set(existing), "packages": installed}
-
-
-def _restore(address: str, before: dict[str, Any]) -> None:
-    """Remove what the test and the bootstrap added, so the lab's other tests find the nodes as they were."""
-    created = [path for path in CREATED_PATHS if path not in before["paths"]]
-    if "/etc/systemd/system/trainstack-efa-exporter.timer" in created:
-        on_lab_node(
-            "systemctl disable --now trainstack-efa-exporter.timer trainstack-efa-exporter.service",
-            address,
-            check=False,
-        )
-    if created:
-        on_lab_node("rm -rf " + " ".join(shlex.quote(path) for path in created), address, check=False)
-    parents = [path for path in PARENT_DIRS if path not in before["paths"]]
-    if parents:
-        on_lab_node("rmdir --ignore-fail-on-non-empty " + " ".join(parents), address, check=False)
-    new_packages = set(PACKAGES) - before["packages"]
-    if new_packages:
-        on_lab_node(
-            "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "
-            + " ".join(sorted(new_packages))
-            + " >/dev/null",
-            address,
-            check=False,
-        )
-    # A timer run the stop cut short leaves the unit failed, and a failed unit leaves the node "degraded".
-    on_lab_node(
-        "systemctl daemon-reload; systemctl reset-failed trainstack-efa-exporter.service "
-        "trainstack-efa-exporter.timer 2>/dev/null; true",
-        address,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def bundle(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The node bundle built by its playbook, served on the lab bridge: (base URL, sha256)."""
@@ -164,14 +129,16 @@ def bundle(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
 @pytest.fixture(scope="module")
 def pcluster_nodes(lab: None) -> Iterator[None]:
     """ParallelCluster's files on the three nodes; afterwards every node as it was before."""
-    before = {address: _snapshot(address) for address in PCLUSTER_FILES}
+    before = {
+        address: lab_node_state(address, CREATED_PATHS + PARENT_DIRS, PACKAGES) for address in PCLUSTER_FILES
+    }
     try:
         for address in PCLUSTER_FILES:
             on_lab_node(_pcluster_files_command(address), address)
         yield
     finally:
         for address, state in before.items():
-            _restore(address, state)
+            restore_lab_node(address, state, CREATED_PATHS, PARENT_DIRS, PACKAGES)
 
 
 @pytest.fixture(scope="module")

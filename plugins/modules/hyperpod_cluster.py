@@ -33,7 +33,7 @@ description:
   - With O(state=absent), deletes the cluster and waits until it is gone.
   - With O(render_only=true), renders and validates only; nothing is read from or sent to AWS.
   - The cluster is made in the spec's C(region).
-version_added: 0.3.0
+version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
   state:
@@ -465,6 +465,8 @@ def main() -> None:
             provisioning_parameters=rendered["provisioning_parameters"],
             not_rendered=rendered["not_rendered"],
         )
+        for line in rendered["not_rendered"]:
+            module.warn(f"not in the HyperPod request: {line}")
         if module.params["render_only"]:
             module.exit_json(**result)
     client = module.client("sagemaker", region=spec["region"])

@@ -120,7 +120,7 @@ TEST_STAGES := setup wheelhouse molecule+lint integration-host+integration-isola
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
 	@TRAINSTACK_TEST_IMAGE=$(TEST_IMAGE_OUT) MAKE="$(MAKE)" scripts/run-stages.sh $(TEST_STAGES)
 
-test-slow: setup molecule-slow ## slow suites kept out of make test
+test-slow: setup wheelhouse-slow molecule-slow ## slow suites kept out of make test
 	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)
 
 .PHONY: molecule-slow
@@ -155,6 +155,17 @@ wheelhouse: $(WHEELHOUSE)/.stamp ## wheels the lab's test cases install from (CP
 $(WHEELHOUSE)/.stamp: testcases/*/*/testcase.yml | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) scripts/wheelhouse.py --dest $(WHEELHOUSE) testcases/*/*/testcase.yml
+	touch $@
+
+# Test cases whose manifest says `wheelhouse: slow` (torchtitan/llama: about 400 MB with its dependencies),
+# kept out of the wheelhouse make test downloads; make test-slow and their lab launches use this one.
+WHEELHOUSE_SLOW := $(CURDIR)/.cache/wheelhouse-slow
+.PHONY: wheelhouse-slow
+wheelhouse-slow: $(WHEELHOUSE_SLOW)/.stamp ## wheels of the slow test cases (torchtitan/llama), CPU torch
+
+$(WHEELHOUSE_SLOW)/.stamp: testcases/*/*/testcase.yml | venv
+	mkdir -p $(WHEELHOUSE_SLOW)
+	$(PY) scripts/wheelhouse.py --set slow --dest $(WHEELHOUSE_SLOW) testcases/*/*/testcase.yml
 	touch $@
 
 .PHONY: bench-launch

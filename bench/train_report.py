@@ -8,6 +8,8 @@ the committed file. Standard library only, except matplotlib for the plot.
     python3 bench/train_report.py table bench/results/train_throughput_llama3_2_1b.json   # Markdown
     python3 bench/train_report.py plot RESULT.json OUT.png
     python3 bench/train_report.py energy RESULT.json GPU_CLOCKS.csv   # JSON: watts, joules per step, tokens/J
+    python3 bench/train_report.py testcases-collect DIR OUT.json   # the test cases' summaries in one JSON
+    python3 bench/train_report.py testcases RESULT.json            # Markdown: the test cases side by side
 """
 
 from __future__ import annotations
@@ -167,15 +169,89 @@ def energy(document: dict[str, Any], samples: list[tuple[float, float, float]]) 
     return rows
 
 
+# The runs that bench/gpu/measure.sh's testcases part leaves in its directory: summary file, label.
+TESTCASE_RUNS = {
+    "fsdp_direct": ("pytorch/fsdp", "entrypoint started directly"),
+    "titan_direct": ("torchtitan/llama", "entrypoint started directly"),
+    "titan_launched": ("torchtitan/llama", "launch_training, local launcher (torchrun)"),
+}
+SUMMARY_KEYS = (
+    "testcase", "steps", "first_loss", "final_loss", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_mem_gb",
+    "elapsed_s", "params", "flops_per_token", "peak_tflops", "compile", "torch", "torchtitan", "gpu_model",
+)  # fmt: skip
+
+
+def collect_testcases(directory: Path) -> dict[str, Any]:
+    """One JSON from the runs' summaries and the parity check; a missing run is recorded as such."""
+    runs = []
+    for name, (testcase, how) in TESTCASE_RUNS.items():
+        path = directory / f"{name}.json"
+        row: dict[str, Any] = {"name": name, "testcase": testcase, "started_by": how, "ok": path.is_file()}
+        if path.is_file():
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            row.update({key: summary.get(key) for key in SUMMARY_KEYS})
+        runs.append(row)
+    rates = {row["name"]: row.get("tokens_per_s") for row in runs}
+    direct, launched = rates.get("titan_direct"), rates.get("titan_launched")
+    parity = directory / "parity.json"
+    return {
+        "benchmark": "testcases_side_by_side",
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "runs": runs,
+        "launch_path_cost": (1 - launched / direct) if direct and launched else None,
+        "titan_vs_fsdp": (direct / rates["fsdp_direct"]) if direct and rates.get("fsdp_direct") else None,
+        "parity": json.loads(parity.read_text(encoding="utf-8")) if parity.is_file() else None,
+    }
+
+
+def testcases_table(document: dict[str, Any]) -> str:
+    """Markdown: each run's throughput and losses, then the launch path's cost and the first-loss parity."""
+    lines = [
+        "| test case | started by | tokens/s | TFLOP/s | MFU | first loss | final loss | peak memory |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in document["runs"]:
+        if not row["ok"] or row.get("tokens_per_s") is None:
+            lines.append(f"| `{row['testcase']}` | {row['started_by']} | no result | | | | | |")
+            continue
+        lines.append(
+            f"| `{row['testcase']}` | {row['started_by']} | {row['tokens_per_s']:,.0f} | "
+            f"{row['tflops_per_gpu']:.1f} | {100 * (row['mfu'] or 0):.1f} % | {row['first_loss']:.4f} | "
+            f"{row['final_loss']:.4f} | {row['peak_mem_gb'] or 0:.1f} GB |"
+        )
+    notes = []
+    if document.get("titan_vs_fsdp") is not None:
+        notes.append(f"torchtitan/llama against pytorch/fsdp: {document['titan_vs_fsdp']:.3f}x tokens/s")
+    if document.get("launch_path_cost") is not None:
+        notes.append(f"launch path's cost: {100 * document['launch_path_cost']:.1f} % of tokens/s")
+    parity = document.get("parity")
+    if parity:
+        losses = parity["first_loss"]
+        notes.append(
+            "first-step loss on the same weights and batch (fp32): "
+            f"pytorch/fsdp {losses['pytorch_fsdp']:.6f}, "
+            f"torchtitan/llama {losses['torchtitan_llama']:.6f}, difference {parity['abs_diff']:.2e} "
+            f"(tolerance {parity['tolerance']:.0e})"
+        )
+    return "\n".join(lines + ([""] + [f"{note}." for note in notes] if notes else []))
+
+
 def main(argv: list[str]) -> int:
     """``table JSON``: the Markdown; ``plot JSON PNG``: the figure; ``energy JSON CSV``: JSON on stdout."""
-    usage = {"table": 2, "plot": 3, "energy": 3}
+    usage = {"table": 2, "plot": 3, "energy": 3, "testcases": 2, "testcases-collect": 3}
     if len(argv) < 2 or usage.get(argv[0]) != len(argv):
         print(__doc__, file=sys.stderr)
         return 2
+    if argv[0] == "testcases-collect":
+        document = collect_testcases(Path(argv[1]))
+        Path(argv[2]).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        print(testcases_table(document))
+        return 0
     document = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     if argv[0] == "table":
         print(table(document))
+    elif argv[0] == "testcases":
+        print(testcases_table(document))
     elif argv[0] == "plot":
         plot(document, Path(argv[2]))
     else:

@@ -22,11 +22,20 @@ CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 CPU_LOCKS = sorted((Path(__file__).resolve().parents[1] / "stacks" / "locks").glob("*.pytorch-cpu.txt"))
 
 
-def requirements(manifests: list[Path]) -> list[str]:
-    """Every pinned requirement of the given test case manifests, once each."""
+WHEELHOUSE_SETS = ("default", "slow")
+
+
+def requirements(manifests: list[Path], wheelhouse_set: str = "default") -> list[str]:
+    """Every pinned requirement of the manifests in ``wheelhouse_set``, once each.
+
+    A manifest's ``wheelhouse`` key (``default`` when absent) says which set holds its wheels: ``slow`` keeps
+    large dependency trees (torchtitan's) out of the wheelhouse that every ``make test`` downloads.
+    """
     reqs: set[str] = set()
     for manifest in manifests:
-        reqs.update(yaml.safe_load(manifest.read_text()).get("requirements") or [])
+        body = yaml.safe_load(manifest.read_text())
+        if body.get("wheelhouse", "default") == wheelhouse_set:
+            reqs.update(body.get("requirements") or [])
     return sorted(reqs)
 
 
@@ -70,13 +79,16 @@ def check_cpu_torch(dest: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, required=True)
+    parser.add_argument("--set", dest="wheelhouse_set", choices=WHEELHOUSE_SETS, default="default")
     parser.add_argument("manifests", type=Path, nargs="+")
     args = parser.parse_args()
     args.dest.mkdir(parents=True, exist_ok=True)
-    reqs = requirements(args.manifests)
-    print("wheelhouse: " + " ".join(reqs))
+    reqs = requirements(args.manifests, args.wheelhouse_set)
+    print(f"wheelhouse ({args.wheelhouse_set}): " + " ".join(reqs))
     download(reqs, args.dest)
-    download_locked(CPU_LOCKS, args.dest)
+    if args.wheelhouse_set == "default":
+        # The image's locked CPU torch stack; the slow set only serves test-case virtualenvs.
+        download_locked(CPU_LOCKS, args.dest)
     check_cpu_torch(args.dest)
     return 0
 

@@ -23,9 +23,12 @@ mkdir -p "$OUT"
 deps() {
   # pip --target, not a venv: a venv made from this interpreter would not see the machine's torch.
   local wheels=()
-  [ -d .whl ] && wheels=(--no-index --find-links .whl)
+  [ -d "${TS_GPU_WHEELS:-.whl}" ] && wheels=(--no-index --find-links "${TS_GPU_WHEELS:-.whl}")
+  # pytest only for the tests part (a wheel directory made for the other parts may not hold it).
+  local tools=(ansible-core==2.19.14)
+  [[ " $* " == *" tests "* || " $* " == *" all "* ]] && tools+=(pytest)
   [ -x "$DEPS/bin/ansible-playbook" ] ||
-    "$PY" -m pip install -q "${wheels[@]}" --target "$DEPS" ansible-core==2.19.14 pytest
+    "$PY" -m pip install -q "${wheels[@]}" --target "$DEPS" "${tools[@]}"
   mkdir -p .cache/collections/ansible_collections/trainstack
   ln -sfn "$ROOT" .cache/collections/ansible_collections/trainstack/cluster
 }
@@ -62,6 +65,50 @@ run_launch() {
     2>&1 | tail -40 | tee "$OUT/launch.txt"
 }
 
+# torchtitan/llama's imports that the machine's Python lacks, from the wheels in $TS_GPU_WHEELS (default .whl), put
+# with --no-deps into their own --target directory, after the machine's own site-packages on the path.
+titan_deps() {
+  local wheels=${TS_GPU_WHEELS:-.whl} missing=() module package
+  for pair in torchtitan:torchtitan==0.2.2 tyro:tyro docstring_parser:docstring-parser typeguard:typeguard \
+      torchdata:torchdata datasets:datasets dill:dill multiprocess:multiprocess xxhash:xxhash \
+      tensorboard:tensorboard absl:absl-py google.protobuf:protobuf tokenizers:tokenizers \
+      huggingface_hub:huggingface_hub dateutil:python-dateutil torchao:torchao==0.17.0; do
+    module=${pair%%:*} package=${pair#*:}
+    "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)" 2>/dev/null ||
+      missing+=("$package")
+  done
+  echo "torchtitan/llama: installing ${missing[*]:-nothing}" | tee "$OUT/testcases/deps.txt"
+  [ "${#missing[@]}" -eq 0 ] ||
+    "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/titan" "${missing[@]}"
+}
+
+# The 1B shape, 8 x 2048, bf16, each case's recommended one-GPU settings (their defaults on a GPU): pytorch/fsdp
+# and torchtitan/llama started directly, torchtitan/llama through the launch playbook (local launcher) for the
+# launch path's cost, and both models' first-step loss on the same weights and batch (bench/testcase_parity.py).
+run_testcases() {
+  local dir="$OUT/testcases" args rc=0
+  mkdir -p "$dir"
+  titan_deps
+  args=(--config llama3_2_1b --batch-size 8 --seq-len 2048 --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4
+        --peak-tflops "$PEAK")
+  "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
+    > "$dir/fsdp_direct.log" 2>&1 || rc=1
+  PYTHONPATH="$DEPS/titan" "$PY" testcases/torchtitan/llama/train.py "${args[@]}" \
+    --summary-json "$dir/titan_direct.json" > "$dir/titan_direct.log" 2>&1 || rc=1
+  PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
+    -e launch_host=localhost -e ansible_python_interpreter="$PY" \
+    -e training_job_testcase=torchtitan/llama -e training_job_launcher=local \
+    -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
+    -e training_job_results_dir="$dir/launch" -e training_job_name=titan-1b-h200 -e training_job_timeout=540 \
+    -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\", \"PYTHONPATH\": \"$DEPS/titan\"}}" \
+    -e "{\"training_job_args\": {\"config\": \"llama3_2_1b\", \"batch-size\": 8, \"seq-len\": 2048,
+         \"steps\": ${TS_TESTCASE_STEPS:-30}, \"lr\": 3e-4}}" > "$dir/launch.txt" 2>&1 || rc=1
+  find "$dir/launch" -name summary.json -exec cp {} "$dir/titan_launched.json" \; 2>/dev/null
+  PYTHONPATH="$DEPS/titan" "$PY" bench/testcase_parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 || rc=1
+  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_llama3_2_1b.json" || rc=1
+  return "$rc"
+}
+
 run_verify() {
   # roles/pytorch's boot-time check wants <venv>/bin/python: a wrapper in a fresh directory, never a file
   # written through the machine venv's own bin/python symlink.
@@ -82,7 +129,7 @@ fi
 PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
-deps
+deps "$@"
 [ "$*" = all ] && set -- tests bench launch verify
 status=0
 for part in "$@"; do
@@ -90,6 +137,7 @@ for part in "$@"; do
     bench) run_bench || status=1 ;;
     tests) run_tests || status=1 ;;
     launch) run_launch || status=1 ;;
+    testcases) run_testcases || status=1 ;;
     verify) run_verify || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac

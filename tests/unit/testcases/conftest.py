@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[3]
 FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
 DDP_DIR = ROOT / "testcases" / "pytorch" / "ddp"
 NCCL_DIR = ROOT / "testcases" / "nccl" / "collectives"
-for path in (FSDP_DIR, DDP_DIR, NCCL_DIR):
+TITAN_DIR = ROOT / "testcases" / "torchtitan" / "llama"
+for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR):
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")

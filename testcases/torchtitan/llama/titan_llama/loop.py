@@ -1,0 +1,255 @@
+"""The training loop around torchtitan's objects: resume, step, the metric line, checkpoints, the summary.
+
+One step is torchtitan's: forward and loss (in the loss-parallel context under TP, through the pipeline
+schedule under PP), backward, torchtitan's gradient clipping (norm reduced across pipeline stages), its
+optimizer and LR-scheduler containers. What is read and printed is ``pytorch/fsdp``'s, so the launcher
+parses both cases alike: the loss and gradient norm of a step are read one step later (the host never waits
+for the GPU in between), and the last line and the one before a checkpoint carry the loss with null rates.
+Resume: torchtitan's ``CheckpointManager`` loads the highest ``step-N`` under ``--checkpoint-dir``; the step
+travels in its state (``train_state``), and the data are a function of the step, so the curve continues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from fsdp_llama.data import BatchSource
+from fsdp_llama.metrics import (
+    StepTimer,
+    Summary,
+    emit,
+    flops_per_token,
+    mfu_note,
+    now,
+    peak_memory_gb,
+    throughput_fields,
+)
+from fsdp_llama.parallel import DistInfo, init_distributed
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
+from torchtitan.distributed import utils as dist_utils
+
+from .build import Built, build, global_tokens, use_compile
+from .config import TrainConfig
+
+TESTCASE = "torchtitan/llama"
+
+
+class TrainState(Stateful):
+    """The step, saved with the model by torchtitan's checkpointer (as its trainer saves its own)."""
+
+    def __init__(self) -> None:
+        self.step = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": torch.tensor(self.step, dtype=torch.int64)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.step = int(state_dict["step"])
+
+
+class Trainer:
+    """One invocation: torchtitan's model and containers, our data, timer and records."""
+
+    def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.built: Built = build(cfg, info.device, info.world_size)
+        self.state = TrainState()
+        self.checkpoint = self.built.checkpointer({"train_state": self.state})
+        self.checkpoint.load(step=-1)
+        self.start_step = self.state.step
+        dims = self.built.dims
+        # Ranks of one data-parallel group read the same rows: TP and PP split a batch, FSDP the global one.
+        dp_rank, dp_world = _dp_coordinates(dims, info)
+        self.data = BatchSource(
+            cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, dp_world, cfg.seed
+        )
+        self.tokens_per_step = cfg.batch_size * cfg.seq_len * dp_world
+        self.global_tokens = global_tokens(cfg, info.world_size)
+        self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
+        self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
+        loss_parallel = dims.tp_enabled and not self.built.job.parallelism.disable_loss_parallel
+        self.train_context = dist_utils.get_train_context(loss_parallel)
+        # Without FSDP torchtitan computes in bf16 under autocast (mixed_precision_param); FSDP casts itself.
+        self.amp = (
+            dist_utils.maybe_enable_amp(dims, self.built.job.training.mixed_precision_param, "cuda")
+            if info.device.type == "cuda"
+            else contextlib.nullcontext()
+        )
+        self.losses: list[float] = []
+        self.pending: tuple[int, torch.Tensor, float] | None = None
+        self.clock: float | None = None
+
+    def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the global mean loss, back-propagated; under PP only last stages hold one."""
+        built = self.built
+        if built.pp_schedule is not None:
+            losses: list[torch.Tensor] | None = [] if built.last_stage else None
+            targets = labels if built.last_stage else None
+            with self.train_context():
+                if built.first_stage:
+                    built.pp_schedule.step(inputs, target=targets, losses=losses)
+                else:
+                    built.pp_schedule.step(target=targets, losses=losses)
+            if losses:
+                return torch.sum(torch.stack(losses)).detach()
+            return torch.tensor(0.0, device=self.info.device)
+        with self.train_context():
+            with self.amp:
+                pred = built.parts[0](inputs)
+                loss = built.loss_fn(pred, labels) / self.global_tokens
+            del pred
+            loss.backward()
+        return loss.detach()
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Queue one step; return the record of the previous one (read now, while this one runs)."""
+        built = self.built
+        if self.clock is None:
+            self.clock = now()
+        inputs, labels = self.data.batch(step, self.info.device)
+        built.optimizers.zero_grad()
+        loss = self._forward_backward(inputs, labels)
+        params = [p for part in built.parts for p in part.parameters()]
+        pp_mesh = built.dims.get_mesh("pp") if built.dims.pp_enabled else None
+        norm = dist_utils.clip_grad_norm_(params, self.cfg.grad_clip, foreach=True, pp_mesh=pp_mesh)
+        lr = built.optimizers.optimizers[0].param_groups[0]["lr"]
+        built.optimizers.step()
+        built.schedulers.step()
+        record = self.finish()
+        self.pending = (step, self._stats(loss, norm), lr)
+        return record
+
+    def _stats(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        """``[global mean loss, grad norm]``, queued on the device now and read a step later."""
+        if isinstance(loss, DTensor):
+            loss = loss.full_tensor()  # under TP's loss parallelism: replicated over the TP ranks
+        value = loss.float().clone()
+        if self.info.world_size > 1:
+            # Shares summed over the world: each data-parallel group's share is held by its tp ranks (those of
+            # the last stage under PP; the other stages add zero).
+            dist.all_reduce(value, op=dist.ReduceOp.SUM)
+            value /= self.built.dims.tp
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        return torch.stack((value, norm.detach().float().to(value.device)))
+
+    def finish(self, timed: bool = True) -> dict[str, Any] | None:
+        """The queued step's record; ``timed=False`` for a flush (only the tail of the step was timed)."""
+        if self.pending is None:
+            return None
+        step, stats, lr = self.pending
+        self.pending = None
+        loss_value, grad_norm = stats.tolist()
+        finished = now()
+        elapsed = finished - (self.clock or finished)
+        self.clock = finished
+        if timed:
+            self.timer.record(elapsed)
+        self.losses.append(loss_value)
+        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
+        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.cfg.peak_tflops)
+        return {
+            "step": step + 1,
+            "loss": loss_value,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "step_time_s": elapsed if timed else None,
+            "peak_mem_gb": peak_memory_gb(self.info.device),
+            **rates,
+        }
+
+    def save(self, step: int, last: bool) -> None:
+        """torchtitan's save of model, optimizer, schedule and step; excluded from the next step's time."""
+        self.state.step = step
+        self.checkpoint.save(curr_step=step, last_step=last)
+        self.clock = None
+
+
+def _dp_coordinates(dims: Any, info: DistInfo) -> tuple[int, int]:
+    """This rank's index among the data-parallel groups and their number (ranks of a TP/PP group agree)."""
+    if not dims.dp_enabled:
+        return 0, 1
+    mesh = dims.get_mesh("fsdp")
+    return mesh.get_local_rank(), mesh.size()
+
+
+def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
+    if record is not None and info.is_main:
+        emit(record)
+
+
+def train(cfg: TrainConfig) -> Summary:
+    """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
+    t_start = now()
+    info = init_distributed(cfg.device)
+    run = Trainer(cfg, info)
+    last = cfg.steps
+    if cfg.max_steps_this_run:
+        last = min(last, run.start_step + cfg.max_steps_this_run)
+    for step in range(run.start_step, last):
+        _emit(run.step(step), info)
+        done = step + 1
+        if cfg.checkpoint_dir and (
+            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
+        ):
+            _emit(run.finish(timed=False), info)
+            run.save(done, last=done == cfg.steps)
+    _emit(run.finish(timed=False), info)
+    run.checkpoint.close()
+    return _summary(cfg, info, run, last, t_start)
+
+
+def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start: float) -> Summary:
+    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
+    dims = run.built.dims
+    import torchtitan
+
+    summary = Summary(
+        testcase=TESTCASE,
+        world_size=info.world_size,
+        nodes=info.nodes,
+        device=info.device.type,
+        gpu_model=torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None,
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=peak_memory_gb(info.device),
+        elapsed_s=now() - t_start,
+        extra={
+            "config": cfg.config,
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": run.built.params,
+            "flops_per_token": run.flops_token,
+            "peak_tflops": cfg.peak_tflops,
+            "mfu_note": mfu_note(cfg.peak_tflops),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            "fsdp": dims.dp_shard,
+            "tp": dims.tp,
+            "pp": dims.pp,
+            "ac": cfg.ac,
+            "compile": use_compile(cfg, info.device),
+            "precision": cfg.precision,
+            "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
+            "param_dtype": run.built.job.training.mixed_precision_param,
+            "torch": torch.__version__,
+            "torchtitan": torchtitan.__version__,
+            "hostname": os.uname().nodename,
+        },
+    )
+    if info.is_main:
+        summary.write(cfg.summary_json)
+    return summary

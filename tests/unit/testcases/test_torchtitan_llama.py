@@ -1,0 +1,191 @@
+"""torchtitan/llama: its argument rules (fast, no torch), and on CPU with torchtitan itself (slow: its
+dependencies live in the slow wheelhouse) that the tiny shape learns deterministically, that the metric lines
+are pytorch/fsdp's, and that torchtitan's checkpoints resume a 2-process FSDP run on the uninterrupted curve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+CASE = ROOT / "testcases" / "torchtitan" / "llama"
+ENTRY = CASE / "train.py"
+MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
+SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
+
+
+def refusal(capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[str, str]) -> str:
+    """The message parse_args exits with (status 2, argparse's way)."""
+    from titan_llama.config import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, environ)
+    assert exited.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        (
+            ["--tp", "3"],
+            {"WORLD_SIZE": "3"},
+            "--tp 3 must divide tiny's attention heads (n_heads 4, n_kv_heads 2)",
+        ),
+        (["--fsdp", "2", "--tp", "2"], {"WORLD_SIZE": "2"}, "= 4 ranks, but the job has 2 processes"),
+        (["--tp", "2", "--pp", "2"], {"WORLD_SIZE": "2"}, "--fsdp 1 x --tp 2 x --pp 2 = 4 ranks"),
+        (["--pp", "3"], {"WORLD_SIZE": "3"}, "--pp 3 exceeds tiny's 2 layers"),
+        (["--seq-len", "127", "--tp", "2"], {"WORLD_SIZE": "2"}, "--seq-len 127 must be divisible by --tp 2"),
+        (
+            ["--precision", "fp8"],
+            {"TRAINSTACK_GPU_ARCH": "sm_80"},
+            "--precision fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer, sm_89+); "
+            "this GPU is sm_80",
+        ),
+        (["--precision", "fp8", "--device", "cpu"], {}, "this run's device is cpu"),
+        (
+            ["--config", "llama3_2_1b", "--seq-len", "2048"],
+            {"WORLD_SIZE": "2"},
+            "--config llama3_2_1b ties the output layer to the embedding",
+        ),
+        (["--config", "llama3_70b"], {}, "--config 'llama3_70b' is unknown"),
+        (["--checkpoint-every", "5"], {}, "--checkpoint-every needs --checkpoint-dir"),
+        (["--fsdp", "two"], {}, "--fsdp must be auto or a degree >= 1"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_rule(capsys, argv, environ, expected):
+    assert expected in refusal(capsys, argv, environ)
+
+
+def test_unknown_options_are_refused_by_name(capsys):
+    from titan_llama.config import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--tensor-parallel", "2"], {})
+    assert "unrecognized arguments: --tensor-parallel 2" in capsys.readouterr().err
+
+
+def test_valid_degrees_fill_the_world():
+    from titan_llama.config import parse_args
+
+    cfg = parse_args(["--tp", "2"], {"WORLD_SIZE": "8"})
+    assert (cfg.fsdp_degree(8), cfg.tp, cfg.pp) == (4, 2, 1)
+    cfg = parse_args(
+        ["--precision", "fp8", "--fsdp", "2", "--pp", "2"],
+        {"WORLD_SIZE": "4", "TRAINSTACK_GPU_ARCH": "sm_90"},
+    )
+    assert cfg.precision == "fp8" and cfg.fsdp_degree(4) == 2
+
+
+def test_validate_only_answers_without_torch():
+    """What the launcher runs on the submit host: the rules, and no torch import (fast, no GPU needed)."""
+    env = dict(os.environ, WORLD_SIZE="4")
+    ok = subprocess.run(
+        [sys.executable, "-X", "importtime", str(ENTRY), "--tp", "2", "--validate-only", "true"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "the arguments hold for 4 process(es)" in ok.stdout
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "fsdp_llama.config" in imported and "torch" not in imported
+    bad = subprocess.run(
+        [sys.executable, str(ENTRY), "--tp", "3", "--validate-only", "true"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "--tp 3 must divide tiny's attention heads" in bad.stderr
+
+
+def test_the_manifest_stages_the_shared_package_and_names_its_check():
+    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["validate_option"] == "validate-only"
+    assert MANIFEST["wheelhouse"] == "slow"
+    from titan_llama.config import CONFIGS
+
+    assert MANIFEST["configs"] == list(CONFIGS)
+
+
+# ---------------------------------------------------------------- with torchtitan (slow)
+
+
+@pytest.fixture(scope="module")
+def titan_python() -> str:
+    """A Python with the test case's requirements: TRAINSTACK_TORCHTITAN_PYTHON, else a virtualenv built
+    from the slow wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
+    """
+    given = os.environ.get("TRAINSTACK_TORCHTITAN_PYTHON")
+    if given:
+        return given
+    if not (SLOW_WHEELHOUSE / ".stamp").exists():
+        pytest.fail(
+            "torchtitan/llama needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)"
+        )
+    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
+    venv = ROOT / ".cache" / "venvs" / f"torchtitan-llama-{key}"
+    if not (venv / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
+        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
+        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
+    return str(venv / "bin" / "python")
+
+
+def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
+    """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
+    summary = tmp_path / f"{name}.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env.pop("WORLD_SIZE", None)
+    launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
+    launcher += [] if procs == 1 else [f"--nproc-per-node={procs}"]
+    proc = subprocess.run(
+        [*launcher, str(ENTRY), "--device", "cpu", *args, "--summary-json", str(summary)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    body = json.loads(summary.read_text())
+    body["lines"] = [
+        json.loads(line.removeprefix("TRAINSTACK_METRIC "))
+        for line in proc.stdout.splitlines()
+        if line.startswith("TRAINSTACK_METRIC ")
+    ]
+    return body
+
+
+@pytest.mark.slow
+def test_tiny_learns_deterministically_with_pytorch_fsdps_lines(titan_python, tmp_path):
+    first = run(titan_python, tmp_path, "a", "--steps", "12")
+    second = run(titan_python, tmp_path, "b", "--steps", "12")
+    assert first["losses"] == second["losses"]
+    assert first["final_loss"] < first["first_loss"] - 0.5, first["losses"]
+    assert [line["step"] for line in first["lines"]] == list(range(1, 13))
+    assert all(set(line) == set(MANIFEST["metrics"]) for line in first["lines"])
+    assert first["lines"][-1]["tokens_per_s"] is None and first["lines"][2]["tflops_per_gpu"] > 0
+    assert first["testcase"] == "torchtitan/llama" and first["torchtitan"] == "0.2.2"
+    assert first["mfu"] is None and first["mfu_note"].startswith("peak unknown")
+    from fsdp_llama.config import MODEL_CONFIGS
+    from fsdp_llama.metrics import flops_per_token
+
+    assert first["flops_per_token"] == flops_per_token(MODEL_CONFIGS["tiny"], first["params"], 128)
+
+
+@pytest.mark.slow
+def test_checkpoints_resume_a_two_process_fsdp_run_on_its_curve(titan_python, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    whole = run(titan_python, tmp_path, "whole", "--steps", "6", procs=2)
+    common = ("--steps", "6", "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+    head = run(titan_python, tmp_path, "head", *common, "--max-steps-this-run", "3", procs=2)
+    assert sorted(p.name for p in Path(ckpt).iterdir()) == ["step-3"]
+    tail = run(titan_python, tmp_path, "tail", *common, procs=2)
+    assert (head["fsdp"], head["world_size"]) == (2, 2)
+    assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
+    assert head["losses"] + tail["losses"] == whole["losses"]

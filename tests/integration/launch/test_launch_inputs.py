@@ -231,3 +231,34 @@ def test_a_cluster_name_picks_that_clusters_head(tmp_path: Path) -> None:
         in error(launch(tmp_path, *local_request(tmp_path), "-e", "cluster=train-c", inventory=hosts))
     )
     assert nothing_written(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_test_cases_own_rules_refuse_its_arguments_before_submission(tmp_path: Path) -> None:
+    """torchtitan/llama names validate_option: the role runs its rules with the job's world size (2 processes
+    here) on the submit host and stops with the rule; its included package was staged beside it."""
+    request = [
+        "-e",
+        "launch_host=localhost",
+        "-e",
+        "training_job_testcase=torchtitan/llama",
+        "-e",
+        "training_job_launcher=local",
+        "-e",
+        "training_job_venv=false",
+        "-e",
+        f"training_job_python={VENV_BIN / 'python'}",
+        "-e",
+        "training_job_procs_per_node=2",
+        "-e",
+        '{"training_job_args": {"tp": 3}}',
+    ]
+    proc = launch(tmp_path, *request)
+    assert (
+        "torchtitan/llama refuses these arguments for 2 process(es) (1 node(s) x 2): "
+        "--tp 3 must divide tiny's attention heads (n_heads 4, n_kv_heads 2)"
+    ) in error(proc)
+    assert "Nothing was submitted." in error(proc)
+    staged = tmp_path / "shared" / "trainstack"
+    assert (staged / "testcases" / "torchtitan" / "llama" / "fsdp_llama" / "metrics.py").is_file()
+    assert not list((staged / "runs").iterdir()) and not (tmp_path / "results").exists()

@@ -16,29 +16,30 @@ from tests.support import REPO
 ROLE = REPO / "roles" / "training_job"
 
 
-def role_vars(**overrides: Any) -> dict[str, Any]:
-    """The role's defaults and vars as a play would see them, with the caller's overrides."""
+def role_vars(manifest: str = "pytorch/fsdp", **overrides: Any) -> dict[str, Any]:
+    """The role's defaults and vars as a play would see them (test case ``manifest``), with overrides."""
     loader = DataLoader()
     merged: dict[str, Any] = {"role_path": str(ROLE)}
     merged |= loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True)
-    merged["training_job_testcase"] = "pytorch/fsdp"
+    merged["training_job_testcase"] = manifest
     merged |= overrides
     merged |= loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True)
     merged["__training_job_manifest"] = loader.load_from_file(
-        str(REPO / "testcases" / "pytorch" / "fsdp" / "testcase.yml")
+        str(REPO / "testcases" / manifest / "testcase.yml")
     )
     return merged
 
 
-def render(expression: str, **overrides: Any) -> Any:
-    templar = Templar(loader=DataLoader(), variables=role_vars(**overrides))
+def render(expression: str, manifest: str = "pytorch/fsdp", **overrides: Any) -> Any:
+    templar = Templar(loader=DataLoader(), variables=role_vars(manifest, **overrides))
     return templar.template(trust_as_template(expression))
 
 
-def failed(rules: str, **overrides: Any) -> list[str]:
+def failed(rules: str, manifest: str = "pytorch/fsdp", **overrides: Any) -> list[str]:
     """Messages of the rules (input or request) that the request breaks."""
     return render(
         f"{{{{ __training_job_{rules}_rules | rejectattr('ok') | map(attribute='msg') | list }}}}",
+        manifest,
         **overrides,
     )
 
@@ -184,3 +185,38 @@ def test_close_matches_rank_best_first_and_keep_three() -> None:
         close_matches(["batch_size"], options) == "batch_size (close: batch-size, batch-sized, batch-sizer)"
     )
     assert close_matches(["step"], options) == "step (close: steps)"
+
+
+def test_included_packages_are_packed_beside_the_entrypoint() -> None:
+    """torchtitan/llama imports pytorch/fsdp's package: the tar gets it as a member from its own parent."""
+    args = render("{{ __training_job_include_tar_args }}", "torchtitan/llama")
+    assert args == [f"--directory={ROLE / '..' / '..' / 'testcases'}/pytorch/fsdp", "fsdp_llama"]
+    assert render("{{ __training_job_include_tar_args }}") == []
+    assert failed("request", "torchtitan/llama") == []
+
+
+@pytest.mark.parametrize("include", [["../etc"], ["pytorch/fsdp/missing"], ["/abs/path"], ["pytorch/./fsdp"]])
+def test_an_include_outside_the_catalog_is_refused(include: list[str]) -> None:
+    variables = role_vars("torchtitan/llama")
+    variables["__training_job_manifest"] = {**variables["__training_job_manifest"], "include": include}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    messages = templar.template(
+        trust_as_template(
+            "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}"
+        )
+    )
+    assert len(messages) == 1 and "must list directories under testcases/" in messages[0]
+
+
+def test_the_arguments_become_the_command_line_the_rules_check_sees() -> None:
+    cli = render(
+        "{{ __training_job_cli }}",
+        "torchtitan/llama",
+        training_job_args={"tp": 2, "compile": True, "data": None},
+        training_job_nodes=2,
+        training_job_procs_per_node=4,
+    )
+    pairs = dict(zip(cli[::2], cli[1::2], strict=True))
+    defaults = {"--config": "tiny", "--steps": "20", "--batch-size": "8", "--seq-len": "128"}
+    assert pairs == {**defaults, "--tp": "2", "--compile": "True"}
+    assert render("{{ __training_job_world_size }}", training_job_nodes=2, training_job_procs_per_node=4) == 8

@@ -1,6 +1,7 @@
 """Every test case manifest has exactly the keys launch_training reads, and its defaults really parse."""
 
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -65,3 +66,14 @@ def test_fsdp_configs_listed_are_the_ones_the_code_knows():
 
     manifest = yaml.safe_load((ROOT / "testcases/pytorch/fsdp/testcase.yml").read_text())
     assert set(manifest["configs"]) == set(MODEL_CONFIGS)
+
+
+def test_the_slow_wheelhouse_keeps_torchtitan_out_of_make_tests_download():
+    """make wheelhouse (run by make test) fetches only the default set; make wheelhouse-slow the slow one."""
+    spec = importlib.util.spec_from_file_location("wheelhouse", ROOT / "scripts" / "wheelhouse.py")
+    wheelhouse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wheelhouse)
+    default = wheelhouse.requirements(MANIFESTS, "default")
+    slow = wheelhouse.requirements(MANIFESTS, "slow")
+    assert not any(r.startswith("torchtitan==") for r in default)
+    assert "torchtitan==0.2.2" in slow and "torch==2.13.0" in slow and "torch==2.13.0" in default

@@ -3,7 +3,7 @@
 # its results under $OUT. The machine needs CUDA torch; Ansible and pytest are installed beside it (see
 # bench/gpu/README.md), from wheels in .whl/ when that directory exists (a machine without network), else
 # from the package index.
-#   bash bench/gpu/measure.sh bench|tests|launch|verify... (or all)   results under $OUT
+#   bash bench/gpu/measure.sh bench|tests|launch|verify|testcases... (or all: the first four)   results under $OUT
 # Parts are never implied: each takes minutes of GPU time (compilation included), so a bare call runs nothing.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -123,7 +123,7 @@ run_verify() {
 }
 
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|all..." >&2
+  echo "usage: $0 bench|tests|launch|verify|testcases|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2

@@ -1,12 +1,13 @@
 """playbooks/hyperpod_cluster.yml against a real moto server (one per module): a spec and a foundation record
 become a lifecycle directory in S3 and a HyperPod cluster that turns InService; a second run changes nothing;
-state=absent deletes it. Bad inputs stop before any call: moto then holds no cluster and no S3 object.
-The ec2_cluster inventory plugin finds the created cluster's nodes through SageMaker's ListClusterNodes.
+the ec2_cluster inventory plugin finds the cluster's nodes through SageMaker's ListClusterNodes; state=absent
+deletes it. Bad inputs stop before any call: moto then holds no cluster and no new S3 object.
 
 The foundation record is written here as cluster_foundation records it, and the node bundle is a small
-stand-in for the one playbooks/node_bundle.yml builds (the playbook only copies it; building it takes half a
-minute, which the documentation's walkthrough test pays). moto has no UpdateCluster; the scale path is the
-module's unit test (tests/unit/plugins/modules/test_hyperpod_cluster.py).
+stand-in for the one playbooks/node_bundle.yml builds (the playbook only copies it). Each refusal is one
+playbook run (about 6 s on a 2-core host); the full run is five playbook runs and an ansible-inventory (about
+45 s), so it is marked slow; the module's own create, re-run and delete against moto run in the unit tests
+(tests/unit/plugins/modules/test_hyperpod_cluster.py), with the scale path, which moto lacks (UpdateCluster).
 """
 
 from __future__ import annotations
@@ -120,7 +121,79 @@ def objects(moto: MotoServer) -> dict[str, str]:
     return {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
 
 
-def test_create_in_service_again_unchanged_then_delete(moto: MotoServer, dirs: Dirs) -> None:
+def listed_inventory(moto: MotoServer, tmp_path: Path) -> dict[str, Any]:
+    """ansible-inventory --list of an ec2_cluster source that reads HyperPod clusters from moto."""
+    source = tmp_path / "hyperpod.ec2_cluster.yml"
+    source.write_text(
+        yaml.safe_dump(
+            {
+                "plugin": "trainstack.cluster.ec2_cluster",
+                "regions": [REGION],
+                "cluster_kinds": ["hyperpod"],
+                "hyperpod_head_groups": ["controller"],
+                "hyperpod_login_groups": ["login"],
+                "endpoint_url": moto.url,
+            }
+        )
+    )
+    done = run(
+        [str(VENV_BIN / "ansible-inventory"), "-i", str(source), "--list"], env=inventory_env(), timeout=180
+    )
+    return json.loads(done.stdout)
+
+
+def bad_spec(tmp_path: Path) -> Path:
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["queues"][0]["instance_type"] = "g5g.16xlarge"
+    path = tmp_path / "bad.yml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        (
+            "no-role",
+            "foundation.execution_role: is required: every HyperPod instance group runs as an IAM role",
+        ),
+        (
+            "no-lifecycle",
+            "foundation.lifecycle_s3_uri: is required: every HyperPod instance group (LifeCycleConfig) runs "
+            "on_create.sh from this S3 prefix",
+        ),
+        ("not-offered", "queues[0].instance_type: HyperPod does not offer g5g.16xlarge"),
+        (
+            "no-on-create",
+            "no-such-on_create.sh: the lifecycle script every HyperPod node runs (on_create.sh)",
+        ),
+    ],
+)
+def test_a_bad_input_fails_before_any_call(
+    moto: MotoServer, dirs: Dirs, tmp_path: Path, case: str, message: str
+) -> None:
+    record(dirs, outputs(instance_role_arn=None) if case == "no-role" else outputs())
+    extra: list[str] = []
+    spec = SPEC
+    if case == "no-lifecycle":
+        extra = ["-e", "hyperpod_cluster_lifecycle_bucket="]
+    elif case == "not-offered":
+        spec = bad_spec(tmp_path)
+    elif case == "no-on-create":
+        extra = ["-e", f"hyperpod_cluster_on_create_script={tmp_path / 'no-such-on_create.sh'}"]
+    before = objects(moto)  # another test's lifecycle files may be there already: nothing may be added
+    done = hyperpod(moto, dirs, *extra, spec=spec)
+    assert done.returncode != 0, done.stdout[-3000:]
+    assert message in " ".join(done.stdout.split()), done.stdout[-3000:]
+    assert clusters(moto) == []
+    assert objects(moto) == before
+    assert not (dirs.lifecycle / "train-hp").exists()
+
+
+@pytest.mark.slow
+def test_create_in_service_again_unchanged_found_by_the_inventory_then_delete(
+    moto: MotoServer, dirs: Dirs, tmp_path: Path
+) -> None:
     record(dirs, outputs())
     first = hyperpod(moto, dirs)
     assert first.returncode == 0, first.stdout[-4000:]
@@ -165,95 +238,18 @@ def test_create_in_service_again_unchanged_then_delete(moto: MotoServer, dirs: D
     assert changed(again) == 0, again.stdout[-4000:]
     assert objects(moto) == uploaded
 
+    found = listed_inventory(moto, tmp_path)
+
+    def hosts(group: str) -> list[str]:
+        return sorted(found.get(group, {}).get("hosts", []))
+
+    assert len(hosts("cluster_train_hp_head")) == 1
+    assert len(hosts("cluster_train_hp_login")) == 1
+    assert hosts("cluster_train_hp_compute") == hosts("cluster_train_hp_queue_a100")
+    assert len(hosts("cluster_train_hp_compute")) == 2
+    assert len(found["_meta"]["hostvars"]) == 4
+
     gone = hyperpod(moto, dirs, "-e", "hyperpod_cluster_state=absent")
     assert gone.returncode == 0, gone.stdout[-4000:]
     assert clusters(moto) == []
-    assert changed(hyperpod(moto, dirs, "-e", "hyperpod_cluster_state=absent")) == 0
-
-
-def bad_spec(tmp_path: Path) -> Path:
-    raw = yaml.safe_load(SPEC.read_text())
-    raw["queues"][0]["instance_type"] = "g5g.16xlarge"
-    path = tmp_path / "bad.yml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
-@pytest.mark.parametrize(
-    ("case", "message"),
-    [
-        (
-            "no-role",
-            "foundation.execution_role: is required: every HyperPod instance group runs as an IAM role",
-        ),
-        (
-            "no-lifecycle",
-            "foundation.lifecycle_s3_uri: is required: every HyperPod instance group (LifeCycleConfig) runs "
-            "on_create.sh from this S3 prefix",
-        ),
-        ("not-offered", "queues[0].instance_type: HyperPod does not offer g5g.16xlarge"),
-        (
-            "no-on-create",
-            "no-such-on_create.sh: the lifecycle script every HyperPod node runs (on_create.sh)",
-        ),
-        ("no-bundle", "node-bundle.tar.gz: build the node bundle first"),
-    ],
-)
-def test_a_bad_input_fails_before_any_call(
-    moto: MotoServer, dirs: Dirs, tmp_path: Path, case: str, message: str
-) -> None:
-    record(dirs, outputs(instance_role_arn=None) if case == "no-role" else outputs())
-    extra: list[str] = []
-    spec = SPEC
-    if case == "no-lifecycle":
-        extra = ["-e", "hyperpod_cluster_lifecycle_bucket="]
-    elif case == "not-offered":
-        spec = bad_spec(tmp_path)
-    elif case == "no-on-create":
-        extra = ["-e", f"hyperpod_cluster_on_create_script={tmp_path / 'no-such-on_create.sh'}"]
-    elif case == "no-bundle":
-        (dirs.bundle / "node-bundle.tar.gz").unlink()
-    done = hyperpod(moto, dirs, *extra, spec=spec)
-    assert done.returncode != 0, done.stdout[-3000:]
-    assert message in " ".join(done.stdout.split()), done.stdout[-3000:]
-    assert clusters(moto) == []
-    assert objects(moto) == {}
-    assert not (dirs.lifecycle / "train-hp").exists()
-
-
-def test_the_inventory_plugin_finds_the_clusters_nodes(moto: MotoServer, dirs: Dirs, tmp_path: Path) -> None:
-    record(dirs, outputs())
-    made = hyperpod(moto, dirs)
-    assert made.returncode == 0, made.stdout[-4000:]
-    source = tmp_path / "hyperpod.ec2_cluster.yml"
-    source.write_text(
-        yaml.safe_dump(
-            {
-                "plugin": "trainstack.cluster.ec2_cluster",
-                "regions": [REGION],
-                "cluster_kinds": ["hyperpod"],
-                "hyperpod_head_groups": ["controller"],
-                "hyperpod_login_groups": ["login"],
-                "endpoint_url": moto.url,
-            }
-        )
-    )
-    try:
-        listed = run(
-            [str(VENV_BIN / "ansible-inventory"), "-i", str(source), "--list"],
-            env=inventory_env(),
-            timeout=180,
-        )
-        found = json.loads(listed.stdout)
-
-        def hosts(group: str) -> list[str]:
-            return sorted(found.get(group, {}).get("hosts", []))
-
-        assert len(hosts("cluster_train_hp_head")) == 1
-        assert len(hosts("cluster_train_hp_login")) == 1
-        assert hosts("cluster_train_hp_compute") == hosts("cluster_train_hp_queue_a100")
-        assert len(hosts("cluster_train_hp_compute")) == 2
-        assert len(found["_meta"]["hostvars"]) == 4
-    finally:
-        gone = hyperpod(moto, dirs, "-e", "hyperpod_cluster_state=absent")
-        assert gone.returncode == 0, gone.stdout[-4000:]
+    assert objects(moto) == uploaded  # the lifecycle files stay

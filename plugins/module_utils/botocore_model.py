@@ -11,13 +11,16 @@ lengths, sizes and values, read from the same shapes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
 
+@functools.cache
 def service_model(service: str) -> Any:
-    """botocore's model of `service` (for example "pcs" or "sagemaker") as the installed botocore has it."""
+    """botocore's model of `service` (for example "pcs" or "sagemaker") as the installed botocore has it;
+    loaded once per process (EC2's model alone is megabytes of JSON)."""
     from botocore.session import Session
 
     return Session().get_service_model(service)

@@ -1,0 +1,478 @@
+#!/usr/bin/python
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Ansible module: an Amazon EKS cluster and one managed node group per spec queue, from a cluster spec.
+
+Why a module of ours and not community.aws.eks_cluster and eks_nodegroup: those take the requests' fields one
+by one, so the EFA interfaces, the launch template and its nodeadm user data (which needs the endpoint of the
+cluster made a step before) would be spread over four tasks with nothing checking them against the spec and
+the catalog together. Here module_utils/eks_render.py renders every request from the spec, botocore's EKS and
+EC2 models check them all before the first call, and the module makes them in order (cluster, launch
+templates, node groups), waiting for each; a second run with the same spec sends nothing.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: eks_cluster
+short_description: Create or delete an Amazon EKS cluster and its GPU node groups from a cluster spec
+description:
+  - Checks the cluster spec exactly as M(trainstack.cluster.cluster_spec) does (O(path) or O(spec)), then
+    renders the EKS requests, C(CreateCluster) (the Kubernetes version the image's stack names, the
+    foundation's subnets and security group, O(foundation.cluster_role)), one EC2 C(CreateLaunchTemplate) per
+    queue (our C(eks-gpu) AMI, one EFA interface per network card the instance catalog gives the type, the
+    placement group and capacity reservation where the queue has them) and one C(CreateNodegroup) per queue
+    (its instance type, counts and capacity type, GPU labels and the C(nvidia.com/gpu) taint).
+  - Every rendered request is validated against botocore's EKS and EC2 models before any call; a refused
+    request or a spec EKS cannot take fails the module naming the key or the operation, and changes nothing.
+  - With O(state=present), creates what does not exist yet (found by name) and waits until it is C(ACTIVE);
+    an existing cluster, launch template or node group is left as it is (differences are warned about). With
+    O(state=absent), deletes the node groups, then the cluster, then the launch templates, waiting for each.
+  - The cluster is made in the spec's C(region).
+version_added: 0.2.0
+author: trainstack maintainers (@trainstack)
+options:
+  state:
+    description: C(present) creates what is missing; C(absent) deletes node groups, cluster, launch templates.
+    type: str
+    choices: [present, absent]
+    default: present
+  path:
+    description: The spec file; give this or O(spec).
+    type: path
+  spec:
+    description: A spec as a mapping (for example C(cluster_spec)'s returned C(spec)); checked again.
+    type: dict
+  stacks_dir:
+    description: The directory of the stack files the spec's C(image.stack) names (default the collection's).
+    type: path
+  foundation:
+    description: What the cluster is made in (C(playbooks/eks_cluster.yml) maps the foundation's record).
+    type: dict
+    suboptions:
+      subnet_public:
+        description: Public subnet (required when C(network.vpc=new)); the control plane's second subnet.
+        type: str
+      subnet_private:
+        description: Subnet of the nodes (required when C(network.vpc=new)).
+        type: str
+      control_plane_subnets:
+        description: More subnets for the control plane (EKS wants subnets in two availability zones).
+        type: list
+        elements: str
+      security_group:
+        description: Security group of the control plane and of the nodes' EFA interfaces (required).
+        type: str
+      cluster_role:
+        description: IAM role ARN the control plane runs as (trusts C(eks.amazonaws.com)); required.
+        type: str
+      node_role:
+        description: IAM role ARN of the nodes (trusts C(ec2.amazonaws.com)); required.
+        type: str
+      placement_group:
+        description: Cluster placement group of the queues with C(placement_group).
+        type: str
+  ami_id:
+    description: The C(eks-gpu) AMI, where the spec finds it by C(image.tags).
+    type: str
+  render_only:
+    description: Render and validate the requests; call no AWS API.
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds all the waits of one run may take together; more than 0.
+    type: int
+    default: 3600
+  poll_interval:
+    description: Seconds between two looks at a resource being made or deleted; more than 0.
+    type: int
+    default: 30
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+notes:
+  - Supports check mode; it reads what exists and reports what it would create or delete.
+  - Kubernetes objects (the NVIDIA device plugin, the EFA device plugin, the FSx CSI driver, the Kubeflow
+    training operator) are not made here; they need the cluster's API server.
+seealso:
+  - module: trainstack.cluster.cluster_spec
+  - module: trainstack.cluster.batch_cluster
+"""
+
+EXAMPLES = r"""
+- name: Render and check the EKS requests of a spec, without AWS
+  trainstack.cluster.eks_cluster:
+    path: inventories/aws/eks/train-eks.yml
+    render_only: true
+    foundation:
+      subnet_public: subnet-0a0a0a0a0a0a0a0a0
+      subnet_private: subnet-0b0b0b0b0b0b0b0b0
+      security_group: sg-0c0c0c0c0c0c0c0c0
+      cluster_role: arn:aws:iam::123456789012:role/trainstack-train-eks-cluster
+      node_role: arn:aws:iam::123456789012:role/trainstack-train-eks-node
+    ami_id: ami-0d0d0d0d0d0d0d0d0
+
+- name: Delete the node groups, the cluster and the launch templates
+  trainstack.cluster.eks_cluster:
+    path: inventories/aws/eks/train-eks.yml
+    state: absent
+"""
+
+RETURN = r"""
+requests:
+  description: The rendered C(cluster), C(launch_templates) (without user data) and C(node_groups) requests.
+  returned: with O(state=present)
+  type: dict
+not_rendered:
+  description: Keys of the spec no EKS request carries, each with where it is handled instead.
+  returned: with O(state=present)
+  type: list
+  elements: str
+cluster:
+  description: C(name), C(arn), C(endpoint), C(status) and C(version) of the cluster; empty when none.
+  returned: unless O(render_only)
+  type: dict
+created:
+  description: What was created (or would be, in check mode), as C(cluster <name>), C(launch template <name>)
+    and C(node group <name>).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: What was deleted (or would be, in check mode), in the order of deletion.
+  returned: always
+  type: list
+  elements: str
+progress:
+  description: C(<seconds>s <resource> <status>) each time a waited-for resource changed status.
+  returned: unless O(render_only)
+  type: list
+  elements: str
+"""
+
+import time
+from typing import Any
+
+try:
+    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
+    AnsibleAWSModule = None
+
+try:
+    import botocore
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
+    botocore = None
+
+from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model, launch_template
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+    ClusterSpecError,
+    load_file,
+    normalise,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render import (
+    TEMPLATE_KIND,
+    EksRenderError,
+    EksRequestError,
+    node_user_data,
+    render,
+    validate,
+)
+
+FAILED = ("FAILED", "CREATE_FAILED", "DELETE_FAILED", "DEGRADED")
+
+
+class Waiter:
+    """One clock for every wait of a run; keeps each status change seen, for the result and a timeout."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.start = time.monotonic()
+        self.progress: list[str] = []
+
+    def seen(self, what: str, status: str) -> None:
+        line = f"{int(time.monotonic() - self.start)}s {what} {status}"
+        if not any(old.split(" ", 1)[1] == f"{what} {status}" for old in self.progress[-1:]):
+            self.progress.append(line)
+
+    def until(self, what: str, look: Any, wanted: str | None) -> dict[str, Any] | None:
+        """Poll `look` until its answer has status `wanted` (or is gone, when `wanted` is None)."""
+        params = self.module.params
+        while True:
+            item = look()
+            status = item["status"] if item else "gone"
+            self.seen(what, status)
+            if (wanted is None and item is None) or (item is not None and status == wanted):
+                return item
+            if item is None:
+                self.module.fail_json(
+                    msg=f"EKS {what}: gone while waiting for {wanted}", progress=self.progress
+                )
+            if status in FAILED:
+                issues = (item.get("health") or {}).get("issues") or []
+                self.module.fail_json(
+                    msg=f"EKS {what} is {status}: {issues or '-'}", status=status, progress=self.progress
+                )
+            if time.monotonic() - self.start >= params["wait_timeout"]:
+                self.module.fail_json(
+                    msg=(
+                        f"EKS {what}: still {status} after {params['wait_timeout']} s (wait_timeout), not "
+                        f"{wanted or 'deleted'}. EKS goes on; run the same task again to wait once more, or "
+                        "watch it with aws eks describe-cluster / describe-nodegroup"
+                    ),
+                    status=status,
+                    progress=self.progress,
+                )
+            time.sleep(params["poll_interval"])
+
+
+def _not_found(error: Exception) -> bool:
+    return isinstance(error, botocore.exceptions.ClientError) and error.response.get("Error", {}).get(
+        "Code"
+    ) in ("ResourceNotFoundException", "InvalidLaunchTemplateName.NotFoundException")
+
+
+def describe_cluster(eks: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return eks.describe_cluster(name=name)["cluster"]
+    except botocore.exceptions.ClientError as error:
+        if _not_found(error):
+            return None
+        raise
+
+
+def describe_node_group(eks: Any, cluster: str, name: str) -> dict[str, Any] | None:
+    try:
+        return eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+    except botocore.exceptions.ClientError as error:
+        if _not_found(error):
+            return None
+        raise
+
+
+def node_group_names(eks: Any, cluster: str) -> list[str]:
+    names: list[str] = []
+    for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster):
+        names += page.get("nodegroups", [])
+    return sorted(names)
+
+
+def describe_template(ec2: Any, name: str) -> dict[str, Any] | None:
+    try:
+        found = ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"]
+    except botocore.exceptions.ClientError as error:
+        if _not_found(error):
+            return None
+        raise
+    return found[0] if found else None
+
+
+def _summary(cluster: dict[str, Any] | None) -> dict[str, Any]:
+    if not cluster:
+        return {}
+    return {key: cluster.get(key, "") for key in ("name", "arn", "endpoint", "status", "version")}
+
+
+def _drift(module: Any, what: str, seen: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Report, never change, what differs between an existing resource and the spec's request."""
+    for key in ("version", "scalingConfig", "instanceTypes", "capacityType", "labels", "taints"):
+        if key in wanted and key in seen and seen[key] != wanted[key]:
+            module.warn(f"EKS {what}: {key} is {seen[key]}, not {wanted[key]}; left as it is")
+
+
+def _templates(module: Any, ec2: Any, requests: dict, cluster: dict, created: list[str]) -> dict[str, str]:
+    """Make the missing launch templates with this cluster's nodeadm user data; their versions by name."""
+    versions = {}
+    for template, group in zip(requests["launch_templates"], requests["node_groups"], strict=True):
+        name = template["LaunchTemplateName"]
+        found = describe_template(ec2, name)
+        if found is None:
+            data = {**template["LaunchTemplateData"], "UserData": node_user_data(cluster, group)}
+            request = {**template, "LaunchTemplateData": data}
+            report = botocore_model.request_problems(
+                botocore_model.service_model("ec2"), "CreateLaunchTemplate", request
+            )
+            if report:
+                module.fail_json(
+                    msg=f"CreateLaunchTemplate ({name}) does not match botocore's model: {report}"
+                )
+            found = ec2.create_launch_template(**request)["LaunchTemplate"]
+            created.append(f"launch template {name}")
+        versions[name] = str(found["DefaultVersionNumber"])
+    return versions
+
+
+def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any]) -> dict[str, Any]:
+    name = requests["cluster"]["name"]
+    waiter = Waiter(module)
+    created: list[str] = []
+    cluster = describe_cluster(eks, name)
+    if module.check_mode:
+        existing = set(node_group_names(eks, name)) if cluster else set()
+        created += [] if cluster else [f"cluster {name}"]
+        created += [
+            f"launch template {t['LaunchTemplateName']}"
+            for t in requests["launch_templates"]
+            if describe_template(ec2, t["LaunchTemplateName"]) is None
+        ]
+        created += [
+            f"node group {g['nodegroupName']}"
+            for g in requests["node_groups"]
+            if g["nodegroupName"] not in existing
+        ]
+        return {"changed": bool(created), "created": created, "cluster": _summary(cluster), "progress": []}
+    if cluster is None:
+        eks.create_cluster(**requests["cluster"])
+        created.append(f"cluster {name}")
+    else:
+        _drift(module, f"cluster {name}", cluster, requests["cluster"])
+    cluster = waiter.until(f"cluster {name}", lambda: describe_cluster(eks, name), "ACTIVE")
+    versions = _templates(module, ec2, requests, cluster, created)
+    for request in requests["node_groups"]:
+        group = request["nodegroupName"]
+        seen = describe_node_group(eks, name, group)
+        if seen is None:
+            template = request["launchTemplate"]
+            eks.create_nodegroup(
+                **{**request, "launchTemplate": {**template, "version": versions[template["name"]]}}
+            )
+            created.append(f"node group {group}")
+        else:
+            _drift(module, f"node group {group}", seen, request)
+    for request in requests["node_groups"]:
+        group = request["nodegroupName"]
+        waiter.until(f"node group {group}", lambda g=group: describe_node_group(eks, name, g), "ACTIVE")
+    return {
+        "changed": bool(created),
+        "created": created,
+        "cluster": _summary(cluster),
+        "progress": waiter.progress,
+    }
+
+
+def absent(module: Any, eks: Any, ec2: Any, name: str, templates: list[str]) -> dict[str, Any]:
+    """Node groups first (EKS refuses to delete a cluster that has any), the cluster, then our templates."""
+    cluster = describe_cluster(eks, name)
+    groups = node_group_names(eks, name) if cluster else []
+    left = [t for t in templates if describe_template(ec2, t) is not None]
+    deleted = [f"node group {g}" for g in groups] + ([f"cluster {name}"] if cluster else [])
+    deleted += [f"launch template {t}" for t in left]
+    if module.check_mode or not deleted:
+        return {"changed": bool(deleted), "deleted": deleted, "cluster": _summary(cluster), "progress": []}
+    waiter = Waiter(module)
+    for group in groups:
+        eks.delete_nodegroup(clusterName=name, nodegroupName=group)
+    for group in groups:
+        waiter.until(f"node group {group}", lambda g=group: describe_node_group(eks, name, g), None)
+    if cluster:
+        eks.delete_cluster(name=name)
+        waiter.until(f"cluster {name}", lambda: describe_cluster(eks, name), None)
+    for template in left:
+        ec2.delete_launch_template(LaunchTemplateName=template)
+    return {"changed": True, "deleted": deleted, "cluster": {}, "progress": waiter.progress}
+
+
+_FOUNDATION = {
+    "subnet_public": {"type": "str"},
+    "subnet_private": {"type": "str"},
+    "control_plane_subnets": {"type": "list", "elements": "str"},
+    "security_group": {"type": "str"},
+    "cluster_role": {"type": "str"},
+    "node_role": {"type": "str"},
+    "placement_group": {"type": "str"},
+}
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "path": {"type": "path"},
+        "spec": {"type": "dict"},
+        "stacks_dir": {"type": "path"},
+        "foundation": {"type": "dict", "options": _FOUNDATION},
+        "ami_id": {"type": "str"},
+        "render_only": {"type": "bool", "default": False},
+        "wait_timeout": {"type": "int", "default": 3600},
+        "poll_interval": {"type": "int", "default": 30},
+    }
+
+
+def _spec(module: Any) -> dict[str, Any]:
+    params = module.params
+    try:
+        if params["path"]:
+            return load_file(params["path"], stacks=params["stacks_dir"])
+        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
+    except ClusterSpecError as exc:
+        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
+    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
+
+
+def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Render and validate; any problem fails the module before a client exists."""
+    params = module.params
+    foundation = {
+        key: value for key, value in (params["foundation"] or {}).items() if value not in (None, "", [])
+    }
+    try:
+        requests = render(spec, foundation, params["ami_id"], stacks=params["stacks_dir"])
+        validate(requests)
+    except EksRenderError as exc:
+        module.fail_json(msg=f"EKS cannot make this cluster:\n{exc}", problems=exc.problems)
+    except EksRequestError as exc:
+        module.fail_json(msg=str(exc), operation=exc.operation)
+    return requests
+
+
+def _check_params(module: Any) -> None:
+    params = module.params
+    for key in ("wait_timeout", "poll_interval"):
+        if params[key] <= 0:
+            module.fail_json(msg=f"{key}: must be more than 0 seconds (got {params[key]})")
+    if params["render_only"] and params["state"] == "absent":
+        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
+
+
+def main() -> None:
+    if AnsibleAWSModule is None:
+        from ansible.module_utils.basic import AnsibleModule
+
+        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
+            msg="trainstack.cluster.eks_cluster needs the amazon.aws collection (module_utils): install it"
+        )
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec(),
+        required_one_of=[("path", "spec")],
+        mutually_exclusive=[("path", "spec")],
+        required_if=[("state", "present", ("foundation",))],
+        supports_check_mode=True,
+    )
+    _check_params(module)
+    spec = _spec(module)
+    params = module.params
+    result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
+    templates = [
+        launch_template.template_name(spec["name"], queue["name"], TEMPLATE_KIND) for queue in spec["queues"]
+    ]
+    if params["state"] == "present":
+        requests = _requests(module, spec)
+        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
+        for line in result["not_rendered"]:
+            module.warn(f"not in the EKS requests: {line}")
+        if params["render_only"]:
+            module.exit_json(**result)
+    eks = module.client("eks", region=spec["region"])
+    ec2 = module.client("ec2", region=spec["region"])
+    try:
+        if params["state"] == "present":
+            result.update(present(module, eks, ec2, result["requests"]))
+        else:
+            result.update(absent(module, eks, ec2, spec["name"], templates))
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+        module.fail_json_aws(error, msg=f"EKS cluster {spec['name']}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+#!/usr/bin/python
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Ansible module: AWS Batch compute environments, job queues and multi-node job definitions from a spec.
+
+Why a module of ours and not community.aws.batch_*: a queue of the spec is four resources that must agree (a
+launch template with the catalog's EFA interfaces, a compute environment on it sized in the type's vCPUs, a
+job queue on that environment, job definitions whose containers ask for the type's GPUs and EFA devices), and
+deleting them runs in the reverse order with each disabled first. module_utils/batch_render.py renders them
+all and botocore's models check them before the first call.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: batch_cluster
+short_description: Create or delete AWS Batch environments, queues and multi-node job definitions from a spec
+description:
+  - Checks the cluster spec as M(trainstack.cluster.cluster_spec) does, reads each queue's vCPU count from EC2
+    (C(DescribeInstanceTypes)), then renders per queue an EC2 launch template (our AMI, the catalog's EFA
+    interfaces), a managed compute environment, a job queue, and one multi-node parallel job definition per
+    test case of O(test_cases).
+  - Every request is validated against botocore's Batch and EC2 models before anything is created; a spec or
+    input Batch cannot take fails naming the key, and changes nothing.
+  - With O(state=present), creates what is missing (found by name) and waits until it is C(VALID); a job
+    definition is registered again only when its latest active revision differs. With O(state=absent),
+    disables and deletes the job queues, then the compute environments, deregisters the job definitions and
+    deletes the launch templates.
+version_added: 0.2.0
+author: trainstack maintainers (@trainstack)
+options:
+  state:
+    description: C(present) or C(absent).
+    type: str
+    choices: [present, absent]
+    default: present
+  path:
+    description: The spec file; give this or O(spec).
+    type: path
+  spec:
+    description: A spec as a mapping; checked again.
+    type: dict
+  stacks_dir:
+    description: The directory of the stack files (default the collection's).
+    type: path
+  testcases_dir:
+    description: The directory of the test cases (default the collection's C(testcases)).
+    type: path
+  foundation:
+    description: What the environment is made in.
+    type: dict
+    suboptions:
+      subnet_public:
+        description: Accepted as the foundation mapping has it; not used.
+        type: str
+      subnet_private:
+        description: Subnet of the instances (required when C(network.vpc=new)).
+        type: str
+      security_group:
+        description: Security group of the instances and their EFA interfaces (required).
+        type: str
+      instance_profile:
+        description: Instance profile ARN the instances run as (required).
+        type: str
+      service_role:
+        description: Batch's service role ARN; left out, Batch uses its service-linked role.
+        type: str
+      placement_group:
+        description: Cluster placement group of the queues with C(placement_group).
+        type: str
+  ami_id:
+    description: Our AMI, where the spec finds it by C(image.tags).
+    type: str
+  image:
+    description: Container image of the job definitions (holds the test cases' Python environment).
+    type: str
+  test_cases:
+    description: Test cases that get a job definition per queue.
+    type: list
+    elements: str
+    default: [nccl/collectives, pytorch/fsdp]
+  payload_dir:
+    description: Where the jobs find the test cases (staged by training_job on the shared file system).
+    type: str
+    default: /fsx/trainstack/testcases
+  render_only:
+    description: Render and validate only; ask no AWS API (O(vcpus) then gives the vCPU counts).
+    type: bool
+    default: false
+  vcpus:
+    description: vCPUs per instance type; read from EC2 when not given.
+    type: dict
+    default: {}
+  wait_timeout:
+    description: Seconds all the waits of one run may take together; more than 0.
+    type: int
+    default: 1800
+  poll_interval:
+    description: Seconds between two looks; more than 0.
+    type: int
+    default: 10
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+notes:
+  - Supports check mode. The AMI must run the ECS agent (Batch places jobs through ECS).
+"""
+
+EXAMPLES = r"""
+- name: Make the Batch environment of a spec
+  trainstack.cluster.batch_cluster:
+    path: inventories/aws/batch/train-batch.yml
+    image: 123456789012.dkr.ecr.us-east-1.amazonaws.com/trainstack:ts-2026.10
+    ami_id: ami-0d0d0d0d0d0d0d0d0
+    foundation:
+      subnet_private: subnet-0b0b0b0b0b0b0b0b0
+      security_group: sg-0c0c0c0c0c0c0c0c0
+      instance_profile: arn:aws:iam::123456789012:instance-profile/trainstack-train-batch-node
+"""
+
+RETURN = r"""
+requests:
+  description: The rendered requests by kind.
+  returned: with O(state=present)
+  type: dict
+created:
+  description: What was created or registered (or would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: What was deleted or deregistered (or would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+job_queues:
+  description: ARNs of the job queues by name.
+  returned: with O(state=present), unless O(render_only)
+  type: dict
+"""
+
+import time
+from pathlib import Path
+from typing import Any
+
+try:
+    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
+    AnsibleAWSModule = None
+
+try:
+    import botocore
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
+    botocore = None
+
+from ansible_collections.trainstack.cluster.plugins.module_utils import launch_template
+from ansible_collections.trainstack.cluster.plugins.module_utils.batch_render import (
+    DIGEST_TAG,
+    TEMPLATE_KIND,
+    TEST_CASES,
+    BatchRenderError,
+    BatchRequestError,
+    render,
+    resource_name,
+    validate,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+    ClusterSpecError,
+    load_file,
+    normalise,
+)
+
+TESTCASES = Path(__file__).resolve().parents[2] / "testcases"
+
+
+class Waiter:
+    """One clock for the run's waits; fails naming what it waited for and the last status seen."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.start = time.monotonic()
+
+    def until(self, what: str, look: Any, wanted: str | None) -> None:
+        params = self.module.params
+        while True:
+            item = look()
+            status = item.get("status", "") if item else "gone"
+            if (wanted is None and item is None) or status == wanted:
+                return
+            if status == "INVALID":
+                self.module.fail_json(msg=f"Batch {what} is INVALID: {item.get('statusReason', '-')}")
+            if time.monotonic() - self.start >= params["wait_timeout"]:
+                self.module.fail_json(
+                    msg=f"Batch {what}: still {status} after {params['wait_timeout']} s (wait_timeout); run "
+                    "the same task again to wait once more"
+                )
+            time.sleep(params["poll_interval"])
+
+
+def compute_environment(batch: Any, name: str) -> dict[str, Any] | None:
+    found = batch.describe_compute_environments(computeEnvironments=[name])["computeEnvironments"]
+    return found[0] if found else None
+
+
+def job_queue(batch: Any, name: str) -> dict[str, Any] | None:
+    found = batch.describe_job_queues(jobQueues=[name])["jobQueues"]
+    return found[0] if found else None
+
+
+def job_definitions(batch: Any, name: str) -> list[dict[str, Any]]:
+    """Active revisions of a job definition, newest first."""
+    found = batch.describe_job_definitions(jobDefinitionName=name, status="ACTIVE")["jobDefinitions"]
+    return sorted(found, key=lambda item: item["revision"], reverse=True)
+
+
+def template(ec2: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"][0]
+    except botocore.exceptions.ClientError as error:
+        if "NotFound" in error.response.get("Error", {}).get("Code", ""):
+            return None
+        raise
+
+
+def _same_definition(seen: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """The latest active revision was registered from this very request (its digest tag)."""
+    return (seen.get("tags") or {}).get(DIGEST_TAG) == wanted["tags"][DIGEST_TAG]
+
+
+def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any]) -> dict[str, Any]:
+    created: list[str] = []
+    check = module.check_mode
+    waiter = Waiter(module)
+    for request in requests["launch_templates"]:
+        if template(ec2, request["LaunchTemplateName"]) is None:
+            created.append(f"launch template {request['LaunchTemplateName']}")
+            if not check:
+                ec2.create_launch_template(**request)
+    for request in requests["compute_environments"]:
+        name = request["computeEnvironmentName"]
+        if compute_environment(batch, name) is None:
+            created.append(f"compute environment {name}")
+            if not check:
+                batch.create_compute_environment(**request)
+        if not check:
+            waiter.until(f"compute environment {name}", lambda n=name: compute_environment(batch, n), "VALID")
+    queues = {}
+    for request in requests["job_queues"]:
+        name = request["jobQueueName"]
+        if job_queue(batch, name) is None:
+            created.append(f"job queue {name}")
+            if not check:
+                batch.create_job_queue(**request)
+        if not check:
+            waiter.until(f"job queue {name}", lambda n=name: job_queue(batch, n), "VALID")
+            queues[name] = job_queue(batch, name)["jobQueueArn"]
+    for request in requests["job_definitions"]:
+        name = request["jobDefinitionName"]
+        active = job_definitions(batch, name)
+        if not active or not _same_definition(active[0], request):
+            created.append(f"job definition {name}")
+            if not check:
+                batch.register_job_definition(**request)
+    return {"changed": bool(created), "created": created, "job_queues": queues}
+
+
+def absent(module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[str]) -> dict[str, Any]:
+    """Queues first (a compute environment in use by a queue cannot go), each disabled before its deletion."""
+    deleted: list[str] = []
+    check = module.check_mode
+    waiter = Waiter(module)
+    for queue in spec["queues"]:
+        name = resource_name(spec, queue)
+        if job_queue(batch, name) is not None:
+            deleted.append(f"job queue {name}")
+            if not check:
+                batch.update_job_queue(jobQueue=name, state="DISABLED")
+                batch.delete_job_queue(jobQueue=name)
+                waiter.until(f"job queue {name}", lambda n=name: job_queue(batch, n), None)
+    for queue in spec["queues"]:
+        name = resource_name(spec, queue)
+        if compute_environment(batch, name) is not None:
+            deleted.append(f"compute environment {name}")
+            if not check:
+                batch.update_compute_environment(computeEnvironment=name, state="DISABLED")
+                batch.delete_compute_environment(computeEnvironment=name)
+                waiter.until(
+                    f"compute environment {name}", lambda n=name: compute_environment(batch, n), None
+                )
+    for queue in spec["queues"]:
+        for case in cases:
+            name = resource_name(spec, queue, case)
+            revisions = job_definitions(batch, name)
+            if revisions:
+                deleted.append(f"job definition {name}")
+            for revision in [] if check else revisions:
+                batch.deregister_job_definition(jobDefinition=revision["jobDefinitionArn"])
+        name = launch_template.template_name(spec["name"], queue["name"], TEMPLATE_KIND)
+        if template(ec2, name) is not None:
+            deleted.append(f"launch template {name}")
+            if not check:
+                ec2.delete_launch_template(LaunchTemplateName=name)
+    return {"changed": bool(deleted), "deleted": deleted}
+
+
+_FOUNDATION = {
+    key: {"type": "str"}
+    for key in (
+        "subnet_public",
+        "subnet_private",
+        "security_group",
+        "instance_profile",
+        "service_role",
+        "placement_group",
+    )
+}
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "path": {"type": "path"},
+        "spec": {"type": "dict"},
+        "stacks_dir": {"type": "path"},
+        "testcases_dir": {"type": "path"},
+        "foundation": {"type": "dict", "options": _FOUNDATION},
+        "ami_id": {"type": "str"},
+        "image": {"type": "str"},
+        "test_cases": {"type": "list", "elements": "str", "default": list(TEST_CASES)},
+        "payload_dir": {"type": "str", "default": "/fsx/trainstack/testcases"},
+        "render_only": {"type": "bool", "default": False},
+        "vcpus": {"type": "dict", "default": {}},
+        "wait_timeout": {"type": "int", "default": 1800},
+        "poll_interval": {"type": "int", "default": 10},
+    }
+
+
+def _spec(module: Any) -> dict[str, Any]:
+    params = module.params
+    try:
+        if params["path"]:
+            return load_file(params["path"], stacks=params["stacks_dir"])
+        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
+    except ClusterSpecError as exc:
+        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
+    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
+
+
+def _requests(module: Any, spec: dict[str, Any], vcpus: dict[str, int]) -> dict[str, Any]:
+    params = module.params
+    foundation = {key: value for key, value in (params["foundation"] or {}).items() if value}
+    try:
+        requests = render(
+            spec,
+            foundation,
+            params["ami_id"],
+            vcpus=vcpus,
+            image=params["image"] or "",
+            test_cases=params["test_cases"],
+            payload_dir=params["payload_dir"],
+            testcases_dir=params["testcases_dir"] or TESTCASES,
+            stacks=params["stacks_dir"],
+        )
+        validate(requests)
+    except BatchRenderError as exc:
+        module.fail_json(msg=f"Batch cannot make this environment:\n{exc}", problems=exc.problems)
+    except BatchRequestError as exc:
+        module.fail_json(msg=str(exc), operation=exc.operation)
+    return requests
+
+
+def _vcpus(module: Any, spec: dict[str, Any]) -> dict[str, int]:
+    """vCPUs per instance type of the spec: the caller's, else EC2's DescribeInstanceTypes (a read)."""
+    given = {key: int(value) for key, value in module.params["vcpus"].items()}
+    missing = sorted({q["instance_type"] for q in spec["queues"]} - set(given))
+    if missing and not module.params["render_only"]:
+        ec2 = module.client("ec2", region=spec["region"])
+        try:
+            for item in ec2.describe_instance_types(InstanceTypes=missing)["InstanceTypes"]:
+                given[item["InstanceType"]] = int(item["VCpuInfo"]["DefaultVCpus"])
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            module.fail_json_aws(error, msg=f"vCPUs of {', '.join(missing)} (DescribeInstanceTypes)")
+    return given
+
+
+def main() -> None:
+    if AnsibleAWSModule is None:
+        from ansible.module_utils.basic import AnsibleModule
+
+        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
+            msg="trainstack.cluster.batch_cluster needs the amazon.aws collection (module_utils): install it"
+        )
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec(),
+        required_one_of=[("path", "spec")],
+        mutually_exclusive=[("path", "spec")],
+        required_if=[("state", "present", ("foundation", "image"))],
+        supports_check_mode=True,
+    )
+    params = module.params
+    for key in ("wait_timeout", "poll_interval"):
+        if params[key] <= 0:
+            module.fail_json(msg=f"{key}: must be more than 0 seconds (got {params[key]})")
+    if params["render_only"] and params["state"] == "absent":
+        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
+    spec = _spec(module)
+    result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
+    if params["state"] == "present":
+        # Everything the spec alone decides is refused before any call, the vCPU look-up included.
+        _requests(module, spec, {q["instance_type"]: 1 for q in spec["queues"]})
+        requests = _requests(module, spec, _vcpus(module, spec))
+        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
+        for line in result["not_rendered"]:
+            module.warn(f"not in the Batch requests: {line}")
+        if params["render_only"]:
+            module.exit_json(**result)
+    batch = module.client("batch", region=spec["region"])
+    ec2 = module.client("ec2", region=spec["region"])
+    try:
+        if params["state"] == "present":
+            result.update(present(module, batch, ec2, result["requests"]))
+        else:
+            result.update(absent(module, batch, ec2, spec, params["test_cases"]))
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+        module.fail_json_aws(error, msg=f"Batch environment {spec['name']}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,8 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support import REPO, VENV_BIN, ansible_env, real_debian_debs, serve_directory
+
+# The Kubernetes release the eks-gpu flavour builds for by default, the current stack's (variables.pkr.hcl).
+EKS_VERSION = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())["components"]["kubernetes"][
+    "version"
+]
 
 # Stand-ins for Canonical's and Amazon's source AMIs: moto ships none of the 2026 images our filters select,
 # so the test loads these records into moto (MOTO_AMIS_PATH). Only name, owner and architecture matter.
@@ -29,6 +35,22 @@ STAND_IN_AMIS = [
         "ami_id": "ami-0standinal2023a01",
         "name": "al2023-ami-2023.9.20261101.0-kernel-6.12-arm64",
         "owner_id": "137112412989",
+        "architecture": "arm64",
+        "root_device_name": "/dev/xvda",
+    },
+    # Stand-ins for the EKS-optimized accelerated AL2023 AMIs the eks-gpu flavour starts from (Amazon EKS's
+    # account, the name pattern of var.eks_kubernetes_version's release: packer/sources.amazon.pkr.hcl).
+    {
+        "ami_id": "ami-0standineksx8601",
+        "name": f"amazon-eks-node-al2023-x86_64-nvidia-{EKS_VERSION}-v20261101",
+        "owner_id": "602401143452",
+        "architecture": "x86_64",
+        "root_device_name": "/dev/xvda",
+    },
+    {
+        "ami_id": "ami-0standineksa6401",
+        "name": f"amazon-eks-node-al2023-arm64-nvidia-{EKS_VERSION}-v20261101",
+        "owner_id": "602401143452",
         "architecture": "arm64",
         "root_device_name": "/dev/xvda",
     },

@@ -98,9 +98,20 @@ def test_run_instances_gets_our_volume_instance_type_and_tags(moto_ec2, aws_env,
     assert volume["Attachments"][0]["Device"] == "/dev/xvda"
 
 
-def test_only_selects_one_flavour(moto_ec2, aws_env, tmp_path):
-    """`-only 'eks-gpu.*'` starts the EKS sources only (both fail at the AMI lookup: no stand-in EKS AMI)."""
+def test_eks_gpu_flavour_finds_its_eks_base_images_and_only_it_starts(moto_ec2, aws_env, tmp_path):
+    """`-only 'eks-gpu.*'` starts the two EKS sources only; each finds its stand-in EKS-optimized accelerated
+    AL2023 AMI (by Amazon EKS's owner and the name of the stack's Kubernetes release) and waits for SSH."""
     proc = build(moto_ec2, "eks-gpu.*", "-var", f"output_dir={tmp_path}")
     started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
     assert started == {"eks-gpu.amazon-ebs.eks-al2023-x86_64", "eks-gpu.amazon-ebs.eks-al2023-arm64"}
-    assert "No AMI was found matching filters" in proc.stdout
+    assert "No AMI was found matching filters" not in proc.stdout, proc.stdout[-3000:]
+    assert "Found Image ID: ami-0standineksx8601" in proc.stdout
+    assert "Found Image ID: ami-0standineksa6401" in proc.stdout
+    assert proc.stdout.count("Waiting for SSH to become available") == 2
+    ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
+    images = {
+        instance["ImageId"]
+        for reservation in ec2.describe_instances()["Reservations"]
+        for instance in reservation["Instances"]
+    }
+    assert images == {"ami-0standineksx8601", "ami-0standineksa6401"}

@@ -71,6 +71,10 @@ def test_the_walkthrough_runs_against_moto(tmp_path: Path) -> None:
         extra.write_text(
             json.dumps(
                 {
+                    # moto answers CreatePlacementGroup with a server error: the foundation makes none, and
+                    # the cluster step names the group the foundation would have made.
+                    "aws_foundation_placement_group": False,
+                    "eks_cluster_placement_group": "trainstack-train-eks",
                     "aws_foundation_fsx_link_bucket": False,
                     "cluster_foundation_outputs_dir": str(tmp_path / "records"),
                     "eks_cluster_poll_interval": 1,

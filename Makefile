@@ -89,7 +89,8 @@ unit: setup ## unit tests (no containers)
 	@# The test cases run torch.compile, which cannot share a process with Ansible (it patches sys.intern).
 	@# The Ansible-side tests are independent of each other: one worker per core.
 	$(BIN)/pytest -n auto $(ANSIBLE_UNIT_TESTS) $(PYTEST_ARGS)
-	$(BIN)/pytest tests/unit/testcases $(PYTEST_ARGS)
+	@# Slow ones (torchtitan/llama training on CPU, from the slow wheelhouse) run in make test-slow.
+	$(BIN)/pytest tests/unit/testcases -m "not slow" $(PYTEST_ARGS)
 
 molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS side by side)
 	@# The lab first: its bridge, package proxy, base image and key are what every scenario's nodes use.

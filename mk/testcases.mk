@@ -4,8 +4,8 @@ TESTCASE_CONFIG ?= tiny
 TESTCASE_STEPS  ?= 20
 
 .PHONY: test-testcases testcase-fsdp testcase-nccl bench-train-throughput
-test-testcases: setup ## CPU unit tests of the test case catalog (fsdp, ddp, nccl/collectives; gloo)
-	$(BIN)/pytest tests/unit/testcases $(PYTEST_ARGS)
+test-testcases: setup ## CPU unit tests of the test case catalog (fsdp, ddp, nccl/collectives, torchtitan rules; gloo)
+	$(BIN)/pytest tests/unit/testcases -m "not slow" $(PYTEST_ARGS)
 
 testcase-fsdp: setup ## run pytorch/fsdp on 2 local CPU processes (TESTCASE_CONFIG=tiny, TESTCASE_STEPS=20)
 	cd testcases/pytorch/fsdp && OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc-per-node 2 train.py \

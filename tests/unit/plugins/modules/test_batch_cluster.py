@@ -208,3 +208,21 @@ def test_create_again_unchanged_then_delete(run_module, moto: MotoServer, founda
     assert gone["deleted"][:2] == ["job queue train-batch-a100", "compute environment train-batch-a100"]
     assert held(moto) == NOTHING
     assert run_module(**args(moto, foundation, state="absent"))["changed"] is False
+
+
+def test_a_request_the_model_refuses_fails_before_anything_is_made(
+    run_module, moto: MotoServer, foundation: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module validates what the renderer returns: a job definition botocore's Batch model refuses fails
+    naming the operation, and moto holds nothing."""
+    render = batch_cluster.render
+
+    def broken(*positional: Any, **kwargs: Any) -> dict[str, Any]:
+        requests = render(*positional, **kwargs)
+        requests["job_definitions"][0]["type"] = "multi-node"
+        return requests
+
+    monkeypatch.setattr(batch_cluster, "render", broken)
+    res = run_module(**args(moto, foundation))
+    assert res["failed"] and res["operation"] == "RegisterJobDefinition", res
+    assert held(moto) == NOTHING

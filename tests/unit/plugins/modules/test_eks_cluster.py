@@ -157,3 +157,24 @@ def test_existing_node_group_of_other_counts_is_reported_not_changed(run_module,
     assert any("node group h100: scalingConfig" in w for w in again["warnings"]), again
     assert not run_module(**moto_args(moto, state="absent")).get("failed")
     assert held(moto) == ([], [])
+
+
+def test_a_request_the_model_refuses_fails_before_any_client(
+    run_module, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module validates what the renderer returns: a node group request botocore's EKS model refuses (an
+    unknown capacity type) fails naming the operation, and no client is asked for."""
+    render = eks_cluster.render
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        requests = render(*args, **kwargs)
+        requests["node_groups"][0]["capacityType"] = "RESERVED"
+        return requests
+
+    monkeypatch.setattr(eks_cluster, "render", broken)
+    monkeypatch.setattr(
+        eks_cluster.AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail("client asked for")
+    )
+    res = run_module(**ARGS)
+    assert res["failed"] and res["operation"] == "CreateNodegroup", res
+    assert "RESERVED" in res["msg"]

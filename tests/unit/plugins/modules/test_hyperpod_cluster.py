@@ -214,7 +214,7 @@ def test_check_mode_reports_the_scale_and_sends_nothing(run_module, stub) -> Non
 
 
 def test_a_wait_that_runs_out_says_the_status_and_how_to_wait_again(run_module, stub) -> None:
-    for _ in range(3):
+    for _attempt in range(3):
         stub.add_response("describe_cluster", described("Creating"), NAME)
     res = run_module(**{**ARGS, "wait_timeout": 1, "poll_interval": 1})
     assert res["failed"]

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils import (
     botocore_model,
     instance_catalog,
@@ -141,6 +140,9 @@ def _queue_problems(
 
 def load_test_case(directory: Path, case: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The test case's manifest (testcases/<case>/testcase.yml), or why it cannot be run by Batch."""
+    # PyYAML is imported here, not at the top: module_utils must import on any target Python.
+    import yaml
+
     path = directory / case / "testcase.yml"
     try:
         manifest = yaml.safe_load(path.read_text(encoding="utf-8"))

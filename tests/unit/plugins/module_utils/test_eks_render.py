@@ -41,9 +41,9 @@ def spec(**changes: Any) -> dict[str, Any]:
     return cluster_spec.normalise(raw, "train-eks")
 
 
-def refusal(data: dict[str, Any], foundation: dict[str, Any] = FOUNDATION, ami: str | None = AMI) -> str:
+def refusal(data: dict[str, Any], foundation: dict[str, Any] | None = None, ami: str | None = AMI) -> str:
     with pytest.raises(eks_render.EksRenderError) as caught:
-        eks_render.render(data, foundation, ami)
+        eks_render.render(data, FOUNDATION if foundation is None else foundation, ami)
     return "\n".join(caught.value.problems)
 
 

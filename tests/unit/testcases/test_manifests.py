@@ -20,6 +20,7 @@ PARSERS = {
     "pytorch/ddp": "ddp_ngram.config",
     "nccl/collectives": "nccl_bench.config",
     "torchtitan/llama": "titan_llama.config",
+    "megatron/gpt": "megatron_gpt.config",
 }
 
 

@@ -1,0 +1,241 @@
+"""The training loop around megatron-core's objects: resume, step, the metric line, checkpoints, the summary.
+
+One step is megatron-core's: ``get_forward_backward_func()`` runs the micro-batches (through the pipeline
+schedule under PP), the DDP wrapper reduces gradients in its fp32 buffer (``finalize_model_grads``), the
+optimizer clips and steps (returning the gradient norm), then the schedule steps. Its warm-up starts at
+``lr = 0`` on step 1 (megatron-core's rule: the rate after N scheduler steps is N / warm-up of the peak).
+What is read and printed is ``pytorch/fsdp``'s, so the launcher parses both cases alike: the loss of a
+step is read one step later, and the last line and the one before a checkpoint carry null rates.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from fsdp_llama.data import BatchSource
+from fsdp_llama.metrics import (
+    StepTimer,
+    Summary,
+    emit,
+    flops_per_token,
+    mfu_note,
+    now,
+    peak_memory_gb,
+    throughput_fields,
+)
+from fsdp_llama.parallel import DistInfo, init_distributed
+from megatron.core import parallel_state
+from megatron.core.pipeline_parallel import get_forward_backward_func
+
+from . import checkpoint
+from .build import Built, accelerators, build
+from .config import CUDA_ONLY, TrainConfig
+
+TESTCASE = "megatron/gpt"
+
+
+class Trainer:
+    """One invocation: megatron-core's model, optimizer and schedule; our data, timer and records."""
+
+    def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.built: Built = build(cfg, info.device)
+        self.start_step = self._resume()
+        dp_rank = parallel_state.get_data_parallel_rank()
+        self.dp_world = parallel_state.get_data_parallel_world_size()
+        # Ranks of one data-parallel group read the same rows: TP and PP split a batch, DP the global one.
+        self.data = BatchSource(
+            cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, self.dp_world, cfg.seed
+        )
+        self.tokens_per_step = cfg.batch_size * cfg.seq_len * self.dp_world
+        self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
+        self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
+        self.positions = torch.arange(cfg.seq_len, device=info.device).unsqueeze(0)
+        self.forward_backward = get_forward_backward_func()
+        self.losses: list[float] = []
+        self.pending: tuple[int, torch.Tensor, float, float] | None = None
+        self.clock: float | None = None
+
+    def states(self) -> dict[str, Any]:
+        """What a checkpoint holds besides the distributed optimizer's parameter state."""
+        built = self.built
+        return {"model": built.model.module, "optimizer": built.optimizer, "scheduler": built.scheduler}
+
+    def _param_state(self) -> Any:
+        return self.built.optimizer if self.cfg.distributed_optimizer == "true" else None
+
+    def _resume(self) -> int:
+        """The highest complete checkpoint under ``--checkpoint-dir``, or a fresh start (step 0)."""
+        if not self.cfg.checkpoint_dir:
+            return 0
+        root = Path(self.cfg.checkpoint_dir)
+        step = checkpoint.latest_step(root)
+        if step == 0:
+            return 0
+        return checkpoint.load(root, step, self.states(), self._param_state())
+
+    def save(self, step: int) -> None:
+        """Every rank's share; excluded from the next step's time."""
+        checkpoint.save(Path(self.cfg.checkpoint_dir), step, self.states(), self._param_state())
+        self.clock = None
+
+    def _micro_batches(self, step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        inputs, labels = self.data.batch(step, self.info.device)
+        count = self.cfg.micro_batches()
+        return iter(zip(inputs.chunk(count), labels.chunk(count), strict=True))
+
+    def _forward_step(self, data: Iterator[tuple[torch.Tensor, torch.Tensor]], model: Any) -> Any:
+        """megatron-core's forward-step contract: the output and the function that turns it into the loss."""
+        inputs, labels = next(data)
+        output = model(inputs, self.positions, None, labels=labels)
+
+        def loss_func(per_token: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loss = per_token.float().mean()
+            return loss, {"loss": loss.detach()}
+
+        return output, loss_func
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Queue one step; return the record of the previous one (read now, while this one runs)."""
+        built, cfg = self.built, self.cfg
+        if self.clock is None:
+            self.clock = now()
+        built.model.zero_grad_buffer()
+        built.optimizer.zero_grad()
+        count = cfg.micro_batches()
+        reduced = self.forward_backward(
+            forward_step_func=self._forward_step,
+            data_iterator=self._micro_batches(step),
+            model=[built.model],
+            num_microbatches=count,
+            seq_length=cfg.seq_len,
+            micro_batch_size=cfg.batch_size // count,
+            forward_only=False,
+        )
+        lr = built.optimizer.param_groups[0]["lr"]
+        _, grad_norm, _ = built.optimizer.step()
+        built.scheduler.step(increment=1)
+        record = self.finish()
+        self.pending = (step, self._global_loss(reduced), lr, float(grad_norm or 0.0))
+        return record
+
+    def _global_loss(self, reduced: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        """The step's mean loss over all data: last-stage ranks hold it (each TP rank the same value)."""
+        device = self.info.device
+        if reduced:
+            value = torch.stack([item["loss"] for item in reduced]).mean().reshape(1)
+        else:
+            value = torch.zeros(1, device=device)
+        if self.info.world_size > 1:
+            dist.all_reduce(value, op=dist.ReduceOp.SUM)
+            value /= self.cfg.tp * self.dp_world
+        return value
+
+    def finish(self, timed: bool = True) -> dict[str, Any] | None:
+        """The queued step's record; ``timed=False`` for a flush (only the tail of the step was timed)."""
+        if self.pending is None:
+            return None
+        step, loss, lr, grad_norm = self.pending
+        self.pending = None
+        loss_value = float(loss.item())
+        finished = now()
+        elapsed = finished - (self.clock or finished)
+        self.clock = finished
+        if timed:
+            self.timer.record(elapsed)
+        self.losses.append(loss_value)
+        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
+        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.cfg.peak_tflops)
+        return {
+            "step": step + 1,
+            "loss": loss_value,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "step_time_s": elapsed if timed else None,
+            "peak_mem_gb": peak_memory_gb(self.info.device),
+            **rates,
+        }
+
+
+def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
+    if record is not None and info.is_main:
+        emit(record)
+
+
+def train(cfg: TrainConfig) -> Summary:
+    """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
+    t_start = now()
+    info = init_distributed(cfg.device)
+    if info.device.type != "cuda":
+        raise RuntimeError(f"megatron/gpt found no CUDA device: {CUDA_ONLY}")
+    run = Trainer(cfg, info)
+    last = cfg.steps
+    if cfg.max_steps_this_run:
+        last = min(last, run.start_step + cfg.max_steps_this_run)
+    for step in range(run.start_step, last):
+        _emit(run.step(step), info)
+        done = step + 1
+        if cfg.checkpoint_dir and (
+            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
+        ):
+            _emit(run.finish(timed=False), info)
+            run.save(done)
+    _emit(run.finish(timed=False), info)
+    return _summary(cfg, info, run, last, t_start)
+
+
+def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start: float) -> Summary:
+    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
+    from importlib.metadata import version
+
+    summary = Summary(
+        testcase=TESTCASE,
+        world_size=info.world_size,
+        nodes=info.nodes,
+        device=info.device.type,
+        gpu_model=torch.cuda.get_device_name(info.device),
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=peak_memory_gb(info.device),
+        elapsed_s=now() - t_start,
+        extra={
+            "config": cfg.config,
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": run.built.params,
+            "flops_per_token": run.flops_token,
+            "peak_tflops": cfg.peak_tflops,
+            "mfu_note": mfu_note(cfg.peak_tflops),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            "tp": cfg.tp,
+            "pp": cfg.pp,
+            "dp": run.dp_world,
+            "sequence_parallel": cfg.sequence_parallel == "true",
+            "distributed_optimizer": cfg.distributed_optimizer == "true",
+            "recompute": cfg.recompute,
+            "precision": cfg.precision,
+            "layer_spec": "local",
+            "optional_kernels": accelerators(),
+            "compile": False,
+            "torch": torch.__version__,
+            "megatron_core": version("megatron-core"),
+            "hostname": os.uname().nodename,
+        },
+    )
+    if info.is_main:
+        summary.write(cfg.summary_json)
+    return summary

@@ -174,10 +174,12 @@ TESTCASE_RUNS = {
     "fsdp_direct": ("pytorch/fsdp", "entrypoint started directly"),
     "titan_direct": ("torchtitan/llama", "entrypoint started directly"),
     "titan_launched": ("torchtitan/llama", "launch_training, local launcher (torchrun)"),
+    "megatron_direct": ("megatron/gpt", "entrypoint started directly"),
 }
 SUMMARY_KEYS = (
     "testcase", "steps", "first_loss", "final_loss", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_mem_gb",
     "elapsed_s", "params", "flops_per_token", "peak_tflops", "compile", "torch", "torchtitan", "gpu_model",
+    "megatron_core", "layer_spec", "optional_kernels",
 )  # fmt: skip
 
 
@@ -200,8 +202,14 @@ def collect_testcases(directory: Path) -> dict[str, Any]:
         "runs": runs,
         "launch_path_cost": (1 - launched / direct) if direct and launched else None,
         "titan_vs_fsdp": (direct / rates["fsdp_direct"]) if direct and rates.get("fsdp_direct") else None,
+        "megatron_vs_fsdp": _ratio(rates.get("megatron_direct"), rates.get("fsdp_direct")),
         "parity": json.loads(parity.read_text(encoding="utf-8")) if parity.is_file() else None,
     }
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator`` when both were measured."""
+    return numerator / denominator if numerator and denominator else None
 
 
 def testcases_table(document: dict[str, Any]) -> str:
@@ -222,6 +230,8 @@ def testcases_table(document: dict[str, Any]) -> str:
     notes = []
     if document.get("titan_vs_fsdp") is not None:
         notes.append(f"torchtitan/llama against pytorch/fsdp: {document['titan_vs_fsdp']:.3f}x tokens/s")
+    if document.get("megatron_vs_fsdp") is not None:
+        notes.append(f"megatron/gpt against pytorch/fsdp: {document['megatron_vs_fsdp']:.3f}x tokens/s")
     if document.get("launch_path_cost") is not None:
         notes.append(f"launch path's cost: {100 * document['launch_path_cost']:.1f} % of tokens/s")
     parity = document.get("parity")

@@ -3,7 +3,7 @@
 # its results under $OUT. The machine needs CUDA torch; Ansible and pytest are installed beside it (see
 # bench/gpu/README.md), from wheels in .whl/ when that directory exists (a machine without network), else
 # from the package index.
-#   bash bench/gpu/measure.sh bench|tests|launch|verify|testcases... (or all: the first four)   results under $OUT
+#   bash bench/gpu/measure.sh bench|tests|launch|verify|testcases|megatron... (or all: the first four)   under $OUT
 # Parts are never implied: each takes minutes of GPU time (compilation included), so a bare call runs nothing.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -109,6 +109,34 @@ run_testcases() {
   return "$rc"
 }
 
+# megatron/gpt beside pytorch/fsdp: the 1B shape, 8 x 2048, bf16, megatron-core's one-GPU settings (TP=PP=DP=1,
+# local layer spec: no Transformer Engine), then the tiny shape's checkpoint resume (3 + 3 steps against 6, with
+# the distributed optimizer), which no CPU test can run. megatron-core goes from $TS_GPU_WHEELS with --no-deps
+# into its own --target directory (it needs only torch, numpy and packaging, which the machine has).
+run_megatron() {
+  local dir="$OUT/megatron" wheels=${TS_GPU_WHEELS:-.whl} args rc=0 ckpt
+  mkdir -p "$dir"
+  "$PY" -c "import megatron.core" 2>/dev/null ||
+    "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/megatron" megatron-core==0.16.1
+  args=(--config llama3_2_1b --batch-size 8 --seq-len 2048 --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4
+        --peak-tflops "$PEAK")
+  PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" \
+    --summary-json "$dir/megatron_direct.json" > "$dir/megatron_direct.log" 2>&1 || rc=1
+  "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
+    > "$dir/fsdp_direct.log" 2>&1 || rc=1
+  ckpt="$dir/ckpt"
+  args=(--config tiny --steps 6 --distributed-optimizer true)
+  for run in whole:"" head:"--max-steps-this-run 3" tail:""; do
+    local name=${run%%:*} extra=() more=()
+    read -ra more <<< "${run#*:}"
+    [ "$name" = whole ] || extra=(--checkpoint-dir "$ckpt" --checkpoint-every 3 "${more[@]}")
+    PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" "${extra[@]}" \
+      --summary-json "$dir/resume_$name.json" > "$dir/resume_$name.log" 2>&1 || rc=1
+  done
+  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_megatron.json" || rc=1
+  return "$rc"
+}
+
 run_verify() {
   # roles/pytorch's boot-time check wants <venv>/bin/python: a wrapper in a fresh directory, never a file
   # written through the machine venv's own bin/python symlink.
@@ -123,13 +151,14 @@ run_verify() {
 }
 
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|testcases|all..." >&2
+  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
-deps "$@"
+# Only the parts that run Ansible or pytest need them.
+[ "$*" = megatron ] || deps "$@"
 [ "$*" = all ] && set -- tests bench launch verify
 status=0
 for part in "$@"; do
@@ -139,6 +168,7 @@ for part in "$@"; do
     launch) run_launch || status=1 ;;
     testcases) run_testcases || status=1 ;;
     verify) run_verify || status=1 ;;
+    megatron) run_megatron || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done

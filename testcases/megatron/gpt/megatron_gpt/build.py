@@ -38,8 +38,10 @@ def transformer_config(cfg: TrainConfig, cpu_init: bool) -> TransformerConfig:
 
     Llama's block in Megatron's terms: RMSNorm, gated linear unit with SiLU (SwiGLU), no biases, grouped
     query attention (``num_query_groups`` = KV heads), no dropout. Fusions that need Transformer Engine,
-    Apex or a compiler (RoPE fusion, gradient-accumulation fusion, the TorchScript bias-SwiGLU) stay off;
-    the masked-softmax fusion is on and falls back to torch's softmax when its kernel is absent.
+    Apex, a compiler or Megatron-LM's own C++ extensions stay off: RoPE fusion, gradient-accumulation
+    fusion, the TorchScript bias-SwiGLU, and the masked-softmax fusion, whose availability check itself
+    imports ``scaled_masked_softmax_cuda`` (built from Megatron-LM's sources, not in the megatron-core
+    wheel) and fails the first forward with ModuleNotFoundError on an H200 when it is on.
     """
     shape = cfg.model
     recompute = None if cfg.recompute == "none" else cfg.recompute
@@ -66,7 +68,7 @@ def transformer_config(cfg: TrainConfig, cpu_init: bool) -> TransformerConfig:
         params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16,
         bias_activation_fusion=False,
-        masked_softmax_fusion=True,
+        masked_softmax_fusion=False,
         apply_rope_fusion=False,
         gradient_accumulation_fusion=False,
         persist_layer_norm=False,

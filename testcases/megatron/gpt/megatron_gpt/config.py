@@ -101,6 +101,11 @@ class TrainConfig:
             (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
             (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
             (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (
+                self.warmup_steps < self.steps,
+                f"--warmup-steps {self.warmup_steps} must be below --steps {self.steps} (megatron-core's "
+                "schedule decays over the steps after the warm-up)",
+            ),
             (self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"),
             (self.device in ("auto", "cuda", "cpu"), f"--device must be auto, cuda or cpu: {self.device!r}"),
             (self.device != "cpu", f"--device cpu is refused: {CUDA_ONLY}"),

@@ -211,6 +211,18 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[TransformerConf
     return config, model, params
 
 
+def meta_model(cfg: TrainConfig) -> GPTModel:
+    """This rank's GPTModel stage on the meta device: its exact parameters, no memory, no initialisation.
+
+    What a CPU can check of any shape (the 8B one included) after ``init_parallel``: the module tree and the
+    parameter count that the FLOP formula uses.
+    """
+    config = transformer_config(cfg, cpu_init=True)
+    config.perform_initialization = False
+    with torch.device("meta"):
+        return gpt_model(cfg, config)
+
+
 def build(cfg: TrainConfig, device: torch.device) -> Built:
     """Groups, model, DDP, optimizer, schedule; the hooks megatron-core's schedules call are set here."""
     init_parallel(cfg, device)

@@ -85,9 +85,11 @@ class TrainConfig:
         """Each rule with the option it constrains named; the first one broken is raised."""
         if self.config not in CONFIGS:
             raise ValueError(f"--config {self.config!r} is unknown; choose one of {list(CONFIGS)}")
-        for ok, message in (*self._value_rules(), *self._parallel_rules(world_size)):
-            if not ok:
-                raise ValueError(message)
+        # The values first: the degree rules read them (an unparsable --dp must fail on its own rule).
+        for rules in (self._value_rules, lambda: self._parallel_rules(world_size)):
+            for ok, message in rules():
+                if not ok:
+                    raise ValueError(message)
 
     def _value_rules(self) -> list[tuple[bool, str]]:
         return [

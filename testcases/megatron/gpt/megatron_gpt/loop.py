@@ -39,6 +39,17 @@ from .config import CUDA_ONLY, TrainConfig
 TESTCASE = "megatron/gpt"
 
 
+def micro_batches(
+    data: BatchSource, step: int, device: torch.device, count: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The step's batch (pytorch/fsdp's rows for this DP rank) as ``count`` micro-batches, in row order.
+
+    megatron-core's schedules pull one ``(inputs, labels)`` pair per micro-batch from this iterator.
+    """
+    inputs, labels = data.batch(step, device)
+    return iter(zip(inputs.chunk(count), labels.chunk(count), strict=True))
+
+
 class Trainer:
     """One invocation: megatron-core's model, optimizer and schedule; our data, timer and records."""
 
@@ -86,9 +97,7 @@ class Trainer:
         self.clock = None
 
     def _micro_batches(self, step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        inputs, labels = self.data.batch(step, self.info.device)
-        count = self.cfg.micro_batches()
-        return iter(zip(inputs.chunk(count), labels.chunk(count), strict=True))
+        return micro_batches(self.data, step, self.info.device, self.cfg.micro_batches())
 
     def _forward_step(self, data: Iterator[tuple[torch.Tensor, torch.Tensor]], model: Any) -> Any:
         """megatron-core's forward-step contract: the output and the function that turns it into the loss."""

@@ -3,12 +3,11 @@
 # Apache License 2.0 (see galaxy.yml)
 """Ansible module: AWS Batch compute environments, job queues and multi-node job definitions from a spec.
 
-Why a module of ours and not community.aws.batch_*: a queue of the spec is four resources that must agree (a
-launch template with the catalog's EFA interfaces, a compute environment on it sized in the type's vCPUs, a
-job queue on that environment, job definitions whose containers ask for the type's GPUs and EFA devices), and
-deleting them runs in the reverse order with each disabled first. module_utils/batch_render.py renders them
-all and botocore's models check them before the first call.
-"""
+Why a module of ours and not the Batch modules of community.aws: a queue of the spec is four resources that
+must agree (a launch template with the catalog's EFA interfaces, a compute environment on it sized in the
+type's vCPUs, a job queue on that environment, job definitions whose containers ask for the type's GPUs and
+EFA devices), and deleting them runs in the reverse order with each disabled first.
+module_utils/batch_render.py renders them all and botocore's models check them before the first call."""
 
 from __future__ import annotations
 

@@ -3,13 +3,12 @@
 # Apache License 2.0 (see galaxy.yml)
 """Ansible module: an Amazon EKS cluster and one managed node group per spec queue, from a cluster spec.
 
-Why a module of ours and not community.aws.eks_cluster and eks_nodegroup: those take the requests' fields one
-by one, so the EFA interfaces, the launch template and its nodeadm user data (which needs the endpoint of the
-cluster made a step before) would be spread over four tasks with nothing checking them against the spec and
-the catalog together. Here module_utils/eks_render.py renders every request from the spec, botocore's EKS and
-EC2 models check them all before the first call, and the module makes them in order (cluster, launch
-templates, node groups), waiting for each; a second run with the same spec sends nothing.
-"""
+Why a module of ours and not eks_cluster and eks_nodegroup of community.aws: those take the requests' fields
+one by one, so the EFA interfaces, the launch template and its nodeadm user data (which needs the endpoint of
+the cluster made a step before) would be spread over four tasks with nothing checking them against the spec
+and the catalog together. Here module_utils/eks_render.py renders every request from the spec, botocore's EKS
+and EC2 models check them all before the first call, and the module makes them in order (cluster, launch
+templates, node groups), waiting for each; a second run with the same spec sends nothing."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ class Trainer:
             forward_only=False,
         )
         lr = built.optimizer.param_groups[0]["lr"]
-        _, grad_norm, _ = built.optimizer.step()
+        _updated, grad_norm, _zeros_in_grad = built.optimizer.step()
         built.scheduler.step(increment=1)
         record = self.finish()
         self.pending = (step, self._global_loss(reduced), lr, float(grad_norm or 0.0))

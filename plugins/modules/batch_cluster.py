@@ -165,10 +165,9 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.batch_render im
     resource_name,
     validate,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
-    ClusterSpecError,
-    load_file,
-    normalise,
+from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
+    check_run_params,
+    load_spec,
 )
 
 TESTCASES = Path(__file__).resolve().parents[2] / "testcases"
@@ -336,17 +335,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def _spec(module: Any) -> dict[str, Any]:
-    params = module.params
-    try:
-        if params["path"]:
-            return load_file(params["path"], stacks=params["stacks_dir"])
-        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
-    except ClusterSpecError as exc:
-        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
-    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
-
-
 def _requests(module: Any, spec: dict[str, Any], vcpus: dict[str, int]) -> dict[str, Any]:
     params = module.params
     foundation = {key: value for key, value in (params["foundation"] or {}).items() if value}
@@ -399,12 +387,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    for key in ("wait_timeout", "poll_interval"):
-        if params[key] <= 0:
-            module.fail_json(msg=f"{key}: must be more than 0 seconds (got {params[key]})")
-    if params["render_only"] and params["state"] == "absent":
-        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
-    spec = _spec(module)
+    check_run_params(module)
+    spec = load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         # Everything the spec alone decides is refused before any call, the vCPU look-up included.

@@ -165,11 +165,6 @@ except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing bot
     botocore = None
 
 from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model, launch_template
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
-    ClusterSpecError,
-    load_file,
-    normalise,
-)
 from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render import (
     TEMPLATE_KIND,
     EksRenderError,
@@ -177,6 +172,10 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render impo
     node_user_data,
     render,
     validate,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
+    check_run_params,
+    load_spec,
 )
 
 FAILED = ("FAILED", "CREATE_FAILED", "DELETE_FAILED", "DEGRADED")
@@ -397,17 +396,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def _spec(module: Any) -> dict[str, Any]:
-    params = module.params
-    try:
-        if params["path"]:
-            return load_file(params["path"], stacks=params["stacks_dir"])
-        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
-    except ClusterSpecError as exc:
-        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
-    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
-
-
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
     params = module.params
@@ -424,15 +412,6 @@ def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     return requests
 
 
-def _check_params(module: Any) -> None:
-    params = module.params
-    for key in ("wait_timeout", "poll_interval"):
-        if params[key] <= 0:
-            module.fail_json(msg=f"{key}: must be more than 0 seconds (got {params[key]})")
-    if params["render_only"] and params["state"] == "absent":
-        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
-
-
 def main() -> None:
     if AnsibleAWSModule is None:
         from ansible.module_utils.basic import AnsibleModule
@@ -447,8 +426,8 @@ def main() -> None:
         required_if=[("state", "present", ("foundation",))],
         supports_check_mode=True,
     )
-    _check_params(module)
-    spec = _spec(module)
+    check_run_params(module)
+    spec = load_spec(module)
     params = module.params
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     templates = [

@@ -182,16 +182,15 @@ try:
 except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
     botocore = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
-    ClusterSpecError,
-    load_file,
-    normalise,
-)
 from ansible_collections.trainstack.cluster.plugins.module_utils.hyperpod_render import (
     HyperPodRenderError,
     HyperPodRequestError,
     render,
     validate,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
+    check_run_params,
+    load_spec,
 )
 
 FAILED = ("Failed", "RollingBack")
@@ -407,17 +406,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def _spec(module: Any) -> dict[str, Any]:
-    params = module.params
-    try:
-        if params["path"]:
-            return load_file(params["path"], stacks=params["stacks_dir"])
-        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
-    except ClusterSpecError as exc:
-        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
-    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
-
-
 def _rendered(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
     params = module.params
@@ -430,15 +418,6 @@ def _rendered(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     except HyperPodRequestError as exc:
         module.fail_json(msg=str(exc), operation=exc.operation)
     return rendered
-
-
-def _check_params(module: Any) -> None:
-    params = module.params
-    for key in ("wait_timeout", "poll_interval"):
-        if params[key] <= 0:
-            module.fail_json(msg=f"{key}: must be more than 0 seconds (got {params[key]})")
-    if params["render_only"] and params["state"] == "absent":
-        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
 
 
 def main() -> None:
@@ -455,8 +434,8 @@ def main() -> None:
         required_if=[("state", "present", ("foundation",))],
         supports_check_mode=True,
     )
-    _check_params(module)
-    spec = _spec(module)
+    check_run_params(module)
+    spec = load_spec(module)
     result: dict[str, Any] = {"changed": False}
     if module.params["state"] == "present":
         rendered = _rendered(module, spec)

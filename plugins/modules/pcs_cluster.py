@@ -214,17 +214,13 @@ try:
 except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
     botocore = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
-    ClusterSpecError,
-    load_file,
-    normalise,
-)
 from ansible_collections.trainstack.cluster.plugins.module_utils.pcs_render import (
     PcsRenderError,
     PcsRequestError,
     render,
     validate,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import load_spec
 
 POLL_SECONDS = 15
 FAILED = ("CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED")
@@ -447,17 +443,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def _spec(module: Any) -> dict[str, Any]:
-    params = module.params
-    try:
-        if params["path"]:
-            return load_file(params["path"], stacks=params["stacks_dir"])
-        return normalise(params["spec"], "spec", stacks=params["stacks_dir"])
-    except ClusterSpecError as exc:
-        module.fail_json(msg=f"cluster spec is invalid:\n{exc}", problems=exc.problems)
-    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
-
-
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
     params = module.params
@@ -496,7 +481,7 @@ def main() -> None:
     params = module.params
     if params["render_only"] and params["state"] == "absent":
         module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
-    spec = _spec(module)
+    spec = load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         requests = _requests(module, spec)

@@ -8,6 +8,9 @@ once). ``6N`` is forward (2N) plus backward (4N) of every weight; the second ter
 MFU = achieved FLOP/s per GPU / the GPU's dense bf16 peak, given by ``--peak-tflops`` or the launcher's
 ``TRAINSTACK_GPU_PEAK_TFLOPS`` (the collection's instance catalog); without one MFU is null, and the summary's
 ``mfu_note`` says so.
+
+No torch at import: test cases of other frameworks (``jax/llama``) take the FLOP count, the metric line and
+the summary from here too; only :func:`peak_memory_gb` asks torch, for a torch device, when it is called.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .config import ModelConfig
+
+if TYPE_CHECKING:
+    import torch
 
 METRIC_PREFIX = "TRAINSTACK_METRIC "
 
@@ -43,7 +47,14 @@ def flops_per_token(cfg: ModelConfig, num_params: int, seq_len: int) -> float:
 def peak_memory_gb(device: torch.device) -> float:
     """Peak allocated GPU memory, or the process's peak RSS on CPU, in GB (1e9 bytes)."""
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.max_memory_allocated(device) / 1e9
+    return peak_rss_gb()
+
+
+def peak_rss_gb() -> float:
+    """The process's peak resident set size in GB (1e9 bytes): a CPU run's memory, whatever the framework."""
     kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kilobytes * 1024 / 1e9
 

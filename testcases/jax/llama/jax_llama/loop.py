@@ -1,0 +1,245 @@
+"""The run: mesh, state (initialised or restored), steps, pytorch/fsdp's metric lines, checkpoints, summary.
+
+What is printed and written is ``fsdp_llama.metrics``'s (the FLOP formula, the ``TRAINSTACK_METRIC`` line,
+the summary), so ``training_job`` parses this case as it parses pytorch/fsdp. As there, a step's loss is read
+one step later: JAX dispatches a step and returns at once, so the host reads the previous step's loss while
+the device runs the current one; the last line, and the one before each checkpoint, carry the loss with null
+rates (only the tail of that step was timed).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from fsdp_llama.metrics import (
+    StepTimer,
+    Summary,
+    emit,
+    flops_per_token,
+    mfu_note,
+    now,
+    peak_rss_gb,
+    throughput_fields,
+)
+from jax.sharding import NamedSharding, PartitionSpec
+
+from .config import TrainConfig
+from .data import Rows
+from .dist import Processes, batch_sharding, initialize, make_mesh
+from .model import init_params, num_params, rope_table, shardings
+from .train_step import State, lr_at, make_step, optimizer
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoints
+
+TESTCASE = "jax/llama"
+DTYPES = {"bf16": jnp.bfloat16, "fp32": jnp.float32}
+
+
+def compute_dtype(cfg: TrainConfig, kind: str) -> str:
+    """``auto``: bf16 on GPU, fp32 on CPU."""
+    if cfg.compute_dtype != "auto":
+        return cfg.compute_dtype
+    return "bf16" if kind == "cuda" else "fp32"
+
+
+def attention_impl(cfg: TrainConfig, kind: str) -> str:
+    """``auto``: cuDNN's fused attention on GPU, XLA's elsewhere."""
+    if cfg.attention != "auto":
+        return cfg.attention
+    return "cudnn" if kind == "cuda" else "xla"
+
+
+def peak_memory_gb(kind: str) -> float:
+    """The device's peak bytes in use on GPU, the process's peak RSS on CPU, in GB (1e9 bytes)."""
+    if kind == "cuda":
+        stats = jax.local_devices()[0].memory_stats() or {}
+        return stats.get("peak_bytes_in_use", 0) / 1e9
+    return peak_rss_gb()
+
+
+@dataclass
+class Run:
+    """One invocation's objects and records."""
+
+    cfg: TrainConfig
+    procs: Processes
+    kind: str
+    losses: list[float] = field(default_factory=list)
+    pending: tuple[int, jax.Array, float] | None = None
+    clock: float | None = None
+
+    def __post_init__(self) -> None:
+        cfg, procs = self.cfg, self.procs
+        self.mesh = make_mesh(cfg, procs.world_size)
+        self.compute = compute_dtype(cfg, self.kind)
+        self.attention = attention_impl(cfg, self.kind)
+        self.params = num_params(cfg.model)
+        self.tx = optimizer(cfg)
+        self.state = self._initial_state()
+        self.checkpoints: Checkpoints | None = None
+        if cfg.checkpoint_dir:
+            # orbax only where checkpoints are wanted: its import costs seconds and a dozen dependencies.
+            from .checkpoint import Checkpoints
+
+            self.checkpoints = Checkpoints(cfg.checkpoint_dir)
+        latest = self.checkpoints.latest() if self.checkpoints else None
+        self.start_step = 0
+        if self.checkpoints and latest is not None:
+            self.state = self.checkpoints.restore(latest, self.state)
+            self.start_step = latest
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        state_shardings = jax.tree.map(lambda array: array.sharding, self.state)
+        self.step_fn = make_step(
+            cfg, self.tx, DTYPES[self.compute], self.attention, self.mesh, state_shardings
+        )
+        self.table = jax.device_put(rope_table(cfg.model, cfg.seq_len), replicated)
+        shape = cfg.model
+        self.rows = Rows(
+            cfg.data, shape.vocab_size, cfg.batch_size, cfg.seq_len, procs.rank, procs.world_size, cfg.seed
+        )
+        self.sharding = batch_sharding(self.mesh)
+        self.tokens_per_step = cfg.batch_size * cfg.seq_len * procs.world_size
+        self.flops_token = flops_per_token(cfg.model, self.params, cfg.seq_len)
+        self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
+
+    def _initial_state(self) -> State:
+        """Parameters drawn shard by shard where they live, the optimizer state placed beside them."""
+        cfg = self.cfg
+        param_shardings = shardings(cfg.model, self.mesh)
+        dtype = DTYPES[cfg.param_dtype]
+        init = jax.jit(lambda key: init_params(cfg.model, key, dtype), out_shardings=param_shardings)
+        params = init(jax.random.key(cfg.seed))
+        opt_state = jax.jit(self.tx.init)(params)
+        return {"params": params, "opt_state": opt_state}
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Dispatch one step; return the record of the previous one (read now, while this one runs)."""
+        if self.clock is None:
+            self.clock = now()
+        local = self.rows.batch(step)
+        global_rows = (local.shape[0] * self.procs.world_size, local.shape[1])
+        tokens = jax.make_array_from_process_local_data(self.sharding, local, global_rows)
+        self.state, stats = self.step_fn(self.state, tokens, self.table)
+        record = self.finish()
+        self.pending = (step, stats, lr_at(self.cfg, step))
+        return record
+
+    def finish(self, timed: bool = True) -> dict[str, Any] | None:
+        """The queued step's record; ``timed=False`` for a flush (only the tail of the step was timed)."""
+        if self.pending is None:
+            return None
+        step, stats, lr = self.pending
+        self.pending = None
+        loss_value, grad_norm = (float(v) for v in np.asarray(stats))
+        finished = now()
+        elapsed = finished - (self.clock or finished)
+        self.clock = finished
+        if timed:
+            self.timer.record(elapsed)
+        self.losses.append(loss_value)
+        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
+        rates = throughput_fields(rate, self.procs.world_size, self.flops_token, self.cfg.peak_tflops)
+        return {
+            "step": step + 1,
+            "loss": loss_value,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "step_time_s": elapsed if timed else None,
+            "peak_mem_gb": peak_memory_gb(self.kind),
+            **rates,
+        }
+
+    def save(self, step: int) -> None:
+        """Every process writes its shards; excluded from the next step's time."""
+        assert self.checkpoints is not None
+        self.checkpoints.save(step, self.state)
+        self.clock = None
+
+
+def _version(distribution: str) -> str | None:
+    """An installed distribution's version, None when absent (orbax on a run without checkpoints)."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _emit(record: dict[str, Any] | None, procs: Processes) -> None:
+    if record is not None and procs.is_main:
+        emit(record)
+
+
+def train(cfg: TrainConfig) -> Summary:
+    """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
+    t_start = now()
+    procs, kind = initialize(cfg)
+    run = Run(cfg, procs, kind)
+    last = cfg.steps
+    if cfg.max_steps_this_run:
+        last = min(last, run.start_step + cfg.max_steps_this_run)
+    for step in range(run.start_step, last):
+        _emit(run.step(step), procs)
+        done = step + 1
+        if run.checkpoints and (done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
+            _emit(run.finish(timed=False), procs)
+            run.save(done)
+    _emit(run.finish(timed=False), procs)
+    if run.checkpoints:
+        run.checkpoints.close()
+    return _summary(cfg, run, last, t_start)
+
+
+def _summary(cfg: TrainConfig, run: Run, last: int, t_start: float) -> Summary:
+    procs = run.procs
+    rates = throughput_fields(run.timer.tokens_per_s(), procs.world_size, run.flops_token, cfg.peak_tflops)
+    device = jax.local_devices()[0]
+    summary = Summary(
+        testcase=TESTCASE,
+        world_size=procs.world_size,
+        nodes=procs.nodes,
+        device=run.kind,
+        gpu_model=getattr(device, "device_kind", None) if run.kind == "cuda" else None,
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=peak_memory_gb(run.kind),
+        elapsed_s=now() - t_start,
+        extra={
+            "config": cfg.config,
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": run.params,
+            "flops_per_token": run.flops_token,
+            "peak_tflops": cfg.peak_tflops,
+            "mfu_note": mfu_note(cfg.peak_tflops),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            "dp": cfg.dp,
+            "fsdp": cfg.fsdp_degree(procs.world_size),
+            "param_dtype": cfg.param_dtype,
+            "compute_dtype": run.compute,
+            "attention": run.attention,
+            "remat": cfg.remat,
+            **{
+                name.replace("-", "_"): _version(name)
+                for name in ("jax", "jaxlib", "optax", "orbax-checkpoint")
+            },
+            "hostname": os.uname().nodename,
+        },
+    )
+    if procs.is_main:
+        summary.write(cfg.summary_json)
+    return summary

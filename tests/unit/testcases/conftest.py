@@ -13,7 +13,8 @@ DDP_DIR = ROOT / "testcases" / "pytorch" / "ddp"
 NCCL_DIR = ROOT / "testcases" / "nccl" / "collectives"
 TITAN_DIR = ROOT / "testcases" / "torchtitan" / "llama"
 MEGATRON_DIR = ROOT / "testcases" / "megatron" / "gpt"
-for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR):
+JAX_DIR = ROOT / "testcases" / "jax" / "llama"
+for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR):
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")

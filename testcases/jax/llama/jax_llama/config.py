@@ -81,8 +81,9 @@ class TrainConfig:
         """Each rule with the option it constrains named; the first one broken is raised."""
         if self.config not in CONFIGS:
             raise ValueError(f"--config {self.config!r} is unknown; choose one of {list(CONFIGS)}")
-        for rules in (self._value_rules(), self._mesh_rules(world_size)):
-            for ok, message in rules:
+        # The mesh rules read the degrees, so the values are checked first (a lambda keeps them unread).
+        for rules in (self._value_rules, lambda: self._mesh_rules(world_size)):
+            for ok, message in rules():
                 if not ok:
                     raise ValueError(message)
 

@@ -31,8 +31,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .config import TrainConfig
 from .data import Rows
-from .dist import Processes, batch_sharding, initialize, make_mesh
-from .model import init_params, num_params, rope_table, shardings
+from .dist import batch_sharding, initialize, make_mesh
+from .launch import Processes
+from .model import init_params, rope_table, shardings
+from .shapes import num_params
 from .train_step import State, lr_at, make_step, optimizer
 
 if TYPE_CHECKING:

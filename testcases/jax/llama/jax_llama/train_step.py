@@ -21,7 +21,8 @@ from fsdp_llama.config import ModelConfig
 from jax.sharding import NamedSharding, PartitionSpec
 
 from .config import TrainConfig
-from .model import NORMS, Params, loss_fn
+from .model import Params, loss_fn
+from .shapes import NORMS
 
 State = dict[str, Any]
 

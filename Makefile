@@ -153,7 +153,7 @@ WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
 .PHONY: wheelhouse
 wheelhouse: $(WHEELHOUSE)/.stamp ## wheels the lab's test cases install from (CPU torch; no CUDA download)
 
-$(WHEELHOUSE)/.stamp: testcases/*/*/testcase.yml | venv
+$(WHEELHOUSE)/.stamp: testcases/*/*/testcase.yml testcases/*/*/requirements.lock | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) scripts/wheelhouse.py --dest $(WHEELHOUSE) testcases/*/*/testcase.yml
 	touch $@
@@ -164,10 +164,17 @@ WHEELHOUSE_SLOW := $(CURDIR)/.cache/wheelhouse-slow
 .PHONY: wheelhouse-slow
 wheelhouse-slow: $(WHEELHOUSE_SLOW)/.stamp ## wheels of the slow test cases (torchtitan/llama), CPU torch
 
-$(WHEELHOUSE_SLOW)/.stamp: testcases/*/*/testcase.yml | venv
+$(WHEELHOUSE_SLOW)/.stamp: testcases/*/*/testcase.yml testcases/*/*/requirements.lock | venv
 	mkdir -p $(WHEELHOUSE_SLOW)
 	$(PY) scripts/wheelhouse.py --set slow --dest $(WHEELHOUSE_SLOW) testcases/*/*/testcase.yml
 	touch $@
+
+# Each test case's requirements.lock (every package of its closure with sha256 hashes, resolved for the lab's
+# nodes); the wheelhouses download from them and launches install from them. TESTCASE_MANIFESTS picks cases.
+TESTCASE_MANIFESTS ?= $(wildcard testcases/*/*/testcase.yml)
+.PHONY: testcase-locks
+testcase-locks: | venv ## resolve each test case's pins into a hash-pinned requirements.lock beside its manifest
+	$(PY) scripts/testcase_lock.py $(TESTCASE_MANIFESTS)
 
 .PHONY: bench-launch
 bench-launch: setup wheelhouse ## launch overhead on the lab vs bare sbatch (bench/results/launch_overhead.json)

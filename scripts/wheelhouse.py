@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 """Download the wheels that the catalog's test cases need into one directory (a wheelhouse).
 
-Lab nodes (and air-gapped clusters) install test-case virtualenvs from it with --no-index. It also keeps the
-CPU build of torch: from PyPI, `pip install torch` on Linux takes the CUDA build and several GB of NVIDIA
-libraries, which CPU-only lab nodes never use. The local image's roles/pytorch installs from it with
---require-hashes against stacks/locks/<stack>.pytorch-cpu.txt, so the exact files those locks pin are fetched
-too (pip checks their hashes as it downloads).
+Lab nodes (and air-gapped clusters) install test-case virtualenvs from it with --no-index --require-hashes.
+The files come from each test case's lock (requirements.lock beside its manifest, made by
+scripts/testcase_lock.py), by hash, so the wheelhouse holds the locked files and nothing resolved on the day.
+It also keeps the CPU build of torch: from PyPI, `pip install torch` on Linux takes the CUDA build and
+several GB of NVIDIA libraries, which CPU-only lab nodes never use. The local image's roles/pytorch installs
+from it with --require-hashes against stacks/locks/<stack>.pytorch-cpu.txt, so the exact files those locks
+pin are fetched too (pip checks their hashes as it downloads).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testcase_lock import MAKE_COMMAND, index_args, lab_target_args, lock_path, merge_locks
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 CPU_LOCKS = sorted((Path(__file__).resolve().parents[1] / "stacks" / "locks").glob("*.pytorch-cpu.txt"))
@@ -39,30 +44,31 @@ def requirements(manifests: list[Path], wheelhouse_set: str = "default") -> list
     return sorted(reqs)
 
 
-def download(reqs: list[str], dest: Path) -> None:
-    """pip download into dest; TRAINSTACK_TORCH_INDEX adds an index (such as PyTorch's CPU one)."""
-    # A dropped connection on a cold cache costs a retry, not the run (pip's default is 5 quick ones).
-    argv = [sys.executable, "-m", "pip", "download", "--retries", "10", "--only-binary=:all:", "--dest"]
-    argv += [str(dest), *reqs]
-    extra = os.environ.get("TRAINSTACK_TORCH_INDEX")
-    if extra:
-        argv[4:4] = ["--extra-index-url", extra]
-    subprocess.run(argv, check=True)
+def locks(manifests: list[Path], wheelhouse_set: str = "default") -> list[Path]:
+    """The locks of the manifests in ``wheelhouse_set``; a manifest without one is refused, naming the fix."""
+    chosen = [
+        m for m in manifests if yaml.safe_load(m.read_text()).get("wheelhouse", "default") == wheelhouse_set
+    ]
+    missing = [str(lock_path(m)) for m in chosen if not lock_path(m).is_file()]
+    if missing:
+        sys.exit(
+            f"wheelhouse: no lock {', '.join(missing)}: make it with `{MAKE_COMMAND}`; nothing downloaded."
+        )
+    return [lock_path(m) for m in chosen]
 
 
 def download_locked(locks: list[Path], dest: Path) -> None:
-    """The files the CPU locks pin, by hash: a wheelhouse resolved after a lock still holds its versions."""
-    for lock in locks:
-        argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--only-binary=:all:",
-            "--no-deps",
-            "--require-hashes",
-        ]
-        subprocess.run([*argv, "--dest", str(dest), "-r", str(lock)], check=True)
+    """The files the locks pin, by hash, for the lab's nodes: nothing is resolved here.
+
+    --no-deps: each lock is a whole closure already (the virtualenv's install checks that). A dropped
+    connection on a cold cache costs a retry, not the run (pip's default is 5 quick ones);
+    TRAINSTACK_TORCH_INDEX adds an index (such as PyTorch's CPU one).
+    """
+    argv = [sys.executable, "-m", "pip", "download", "--retries", "10", "--no-deps", "--require-hashes"]
+    argv += [*lab_target_args(), *index_args(), "--dest", str(dest)]
+    with tempfile.TemporaryDirectory(prefix="wheelhouse-") as tmp:
+        for merged in merge_locks(locks, Path(tmp)):
+            subprocess.run([*argv, "-r", str(merged)], check=True)
 
 
 def check_cpu_torch(dest: Path) -> None:
@@ -83,12 +89,12 @@ def main() -> int:
     parser.add_argument("manifests", type=Path, nargs="+")
     args = parser.parse_args()
     args.dest.mkdir(parents=True, exist_ok=True)
-    reqs = requirements(args.manifests, args.wheelhouse_set)
-    print(f"wheelhouse ({args.wheelhouse_set}): " + " ".join(reqs))
-    download(reqs, args.dest)
-    if args.wheelhouse_set == "default":
-        # The image's locked CPU torch stack; the slow set only serves test-case virtualenvs.
-        download_locked(CPU_LOCKS, args.dest)
+    case_locks = locks(args.manifests, args.wheelhouse_set)
+    print(
+        f"wheelhouse ({args.wheelhouse_set}): " + " ".join(requirements(args.manifests, args.wheelhouse_set))
+    )
+    # The slow set only serves test-case virtualenvs; the default one also the image's locked CPU torch stack.
+    download_locked(case_locks + (CPU_LOCKS if args.wheelhouse_set == "default" else []), args.dest)
     check_cpu_torch(args.dest)
     return 0
 

@@ -1,0 +1,97 @@
+"""training_job builds a test case's virtualenv only from its lock (requirements.lock, hash-pinned): a launch
+that would build one is refused, naming the file and the command that makes it, when the lock is missing or
+does not hold the manifest's pins; the virtualenv is named by the lock's content. Rendered by Ansible's own
+templar from the role's defaults and vars, against the real catalog and against a copy with the lock changed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from tests.support import REPO
+
+from .test_training_job_inputs import role_vars
+
+ROLE = REPO / "roles" / "training_job"
+
+
+def render(expression: str, catalog: Path | None = None, **overrides: Any) -> Any:
+    """``expression`` with the role's variables for pytorch/ddp, the catalog at ``catalog`` if given."""
+    variables = role_vars("pytorch/ddp", **overrides)
+    if catalog is not None:
+        variables["__training_job_catalog"] = str(catalog)
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+def request_failures(catalog: Path | None = None, **overrides: Any) -> list[str]:
+    return render(
+        "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}",
+        catalog,
+        **overrides,
+    )
+
+
+def catalog_copy(tmp_path: Path) -> Path:
+    """A copy of pytorch/ddp's directory as a catalog of its own, whose lock a test may change."""
+    catalog = tmp_path / "testcases"
+    shutil.copytree(REPO / "testcases" / "pytorch" / "ddp", catalog / "pytorch" / "ddp")
+    return catalog
+
+
+def test_the_real_lock_passes_and_names_the_virtualenv() -> None:
+    assert request_failures() == []
+    lock = (REPO / "testcases" / "pytorch" / "ddp" / "requirements.lock").read_text()
+    assert render("{{ __training_job_lock }}") == lock
+    assert "torch==2.13.0" in render("{{ __training_job_lock_pins }}")
+
+
+def test_a_missing_lock_is_refused_naming_the_file_and_the_command(tmp_path: Path) -> None:
+    catalog = catalog_copy(tmp_path)
+    (catalog / "pytorch" / "ddp" / "requirements.lock").unlink()
+    (message,) = request_failures(catalog)
+    assert f"from {catalog / 'pytorch' / 'ddp' / 'requirements.lock'}, which does not exist" in message
+    assert "Make it with `make testcase-locks`" in message
+    # Launches that build no virtualenv do not need it.
+    assert request_failures(catalog, training_job_venv=False) == []
+    assert request_failures(catalog, training_job_launcher="kubernetes") == []
+
+
+def test_a_lock_without_the_manifest_pin_is_refused(tmp_path: Path) -> None:
+    catalog = catalog_copy(tmp_path)
+    lock = catalog / "pytorch" / "ddp" / "requirements.lock"
+    lock.write_text(lock.read_text().replace("torch==2.13.0+cpu", "torch==2.12.0+cpu"))
+    (message,) = request_failures(catalog)
+    assert message.startswith(f"{lock} does not hold the manifest's pin(s) torch==2.13.0")
+    assert "`make testcase-locks`" in message
+
+
+def test_the_virtualenv_key_follows_the_lock(tmp_path: Path) -> None:
+    catalog = catalog_copy(tmp_path)
+    key = "{{ __training_job_venv_key }}"
+    real = render(key)
+    assert render(key, catalog) == real  # same content, same virtualenv
+    lock = catalog / "pytorch" / "ddp" / "requirements.lock"
+    lock.write_text(lock.read_text() + f"extra==1.0 --hash=sha256:{'0' * 64}\n")
+    assert render(key, catalog) != real
+    assert render(key, training_job_python="/usr/bin/python3.12") != real
+
+
+def test_the_install_task_uses_the_staged_lock_with_hashes() -> None:
+    stage = DataLoader().load_from_file(str(ROLE / "tasks" / "stage.yml"), trusted_as_template=True)
+    block = next(task for task in stage if task.get("name") == "Build the test case's virtualenv")["block"]
+    install = next(task for task in block if task["name"] == "Install the locked requirements")
+    argv = render(install["ansible.builtin.command"]["argv"], training_job_wheelhouse="/wheels")
+    assert "--require-hashes" in argv and "--no-index" in argv
+    assert argv[-2:] == ["-r", render("{{ __training_job_payload }}/requirements.lock")]
+
+
+def test_a_gpu_instance_type_is_refused_the_lab_cpu_lock() -> None:
+    (message,) = request_failures(training_job_instance_type="p5.48xlarge")
+    assert message.startswith("p5.48xlarge has 8 GPU(s), but ")
+    assert "pins torch's CPU build" in message and "training_job_venv=false" in message
+    assert request_failures(training_job_instance_type="p5.48xlarge", training_job_venv=False) == []

@@ -43,6 +43,22 @@ def initialize(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> tu
     return procs, kind
 
 
+def barrier(name: str, timeout_s: float = 900.0) -> None:
+    """Wait until every process got here, through the coordinator (no collective, so no gloo).
+
+    Why: gloo's context between CPU processes is made on the first collective and gives up after 30 s, and
+    processes that compile at different speeds (a busy node) can be further apart than that. The processes
+    meet here, with a generous limit, right before the collectives of a checkpoint or a step.
+    """
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    assert client is not None
+    client.wait_at_barrier(f"jax_llama:{name}", int(timeout_s * 1000))
+
+
 def make_mesh(cfg: TrainConfig, world_size: int) -> Mesh:
     """``(dp, fsdp)`` over every device of the job, in process order (the validated degrees)."""
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from fsdp_llama.metrics import (
     StepTimer,
     Summary,
@@ -31,7 +32,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .config import TrainConfig
 from .data import Rows
-from .dist import batch_sharding, initialize, make_mesh
+from .dist import barrier, batch_sharding, initialize, make_mesh
 from .launch import Processes
 from .model import init_params, rope_table, shardings
 from .shapes import num_params
@@ -86,6 +87,7 @@ class Run:
         self.tx = optimizer(cfg)
         self.state = self._initial_state()
         self.checkpoints: Checkpoints | None = None
+        barrier("initialised")
         if cfg.checkpoint_dir:
             # orbax only where checkpoints are wanted: its import costs seconds and a dozen dependencies.
             from .checkpoint import Checkpoints
@@ -98,15 +100,19 @@ class Run:
             self.start_step = latest
         replicated = NamedSharding(self.mesh, PartitionSpec())
         state_shardings = jax.tree.map(lambda array: array.sharding, self.state)
-        self.step_fn = make_step(
-            cfg, self.tx, DTYPES[self.compute], self.attention, self.mesh, state_shardings
-        )
+        step_fn = make_step(cfg, self.tx, DTYPES[self.compute], self.attention, self.mesh, state_shardings)
         self.table = jax.device_put(rope_table(cfg.model, cfg.seq_len), replicated)
         shape = cfg.model
         self.rows = Rows(
             cfg.data, shape.vocab_size, cfg.batch_size, cfg.seq_len, procs.rank, procs.world_size, cfg.seed
         )
         self.sharding = batch_sharding(self.mesh)
+        # Compiled before the first step, and the processes meet after it (see dist.barrier).
+        tokens = jax.ShapeDtypeStruct(
+            (cfg.batch_size * procs.world_size, cfg.seq_len + 1), jnp.int32, sharding=self.sharding
+        )
+        self.step_fn = step_fn.lower(self.state, tokens, self.table).compile()
+        barrier("compiled")
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * procs.world_size
         self.flops_token = flops_per_token(cfg.model, self.params, cfg.seq_len)
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
@@ -118,7 +124,17 @@ class Run:
         dtype = DTYPES[cfg.param_dtype]
         init = jax.jit(lambda key: init_params(cfg.model, key, dtype), out_shardings=param_shardings)
         params = init(jax.random.key(cfg.seed))
-        opt_state = jax.jit(self.tx.init)(params)
+        # Adam's moments sharded as their parameters, the step count replicated: named, so that every leaf
+        # of the state spans the mesh (a jitted step refuses a mix of meshes and single devices).
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        opt_shardings = optax.tree_utils.tree_map_params(
+            self.tx,
+            lambda _param, sharding: sharding,
+            jax.eval_shape(self.tx.init, params),
+            param_shardings,
+            transform_non_params=lambda _leaf: replicated,
+        )
+        opt_state = jax.jit(self.tx.init, out_shardings=opt_shardings)(params)
         return {"params": params, "opt_state": opt_state}
 
     def step(self, step: int) -> dict[str, Any] | None:

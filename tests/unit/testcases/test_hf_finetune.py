@@ -1,0 +1,337 @@
+"""hf/finetune: its argument rules and data (fast, no torch for the rules), and on CPU with transformers, PEFT
+and accelerate (slow: they live in the slow wheelhouse) that LoRA on the tiny shape learns deterministically
+with pytorch/fsdp's metric lines, that a model directory trains exactly as the same random weights made in
+place, and that accelerate's checkpoints resume a 2-process FSDP2 run on its uninterrupted curve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+CASE = ROOT / "testcases" / "hf" / "finetune"
+ENTRY = CASE / "train.py"
+MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
+SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
+TINY_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 192,
+    "vocab_size": 512,
+    "max_position_embeddings": 1024,
+}
+
+
+def model_dir(root: Path, config: dict | None = None, weights: bool = True, tokenizer: bool = False) -> Path:
+    """A model directory's files as transformers writes them (content only where the rules read it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (root / "config.json").write_text(json.dumps(config))
+    if weights:
+        (root / "model.safetensors").write_bytes(b"")
+    if tokenizer:
+        (root / "tokenizer.json").write_text("{}")
+    return root
+
+
+def refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The message parse_args exits with (status 2, argparse's way)."""
+    from hf_finetune.config import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, {})
+    assert exited.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--init-config", "tiny", "--lora-rank", "0"], "--lora-rank must be >= 1, got 0"),
+        (["--init-config", "llama3_70b"], "--init-config 'llama3_70b' is unknown; choose one of"),
+        ([], "give one of --model-path DIR (a model directory in transformers' format) and --init-config"),
+        (["--init-config", "tiny", "--lora-alpha", "0"], "--lora-alpha must be > 0"),
+        (["--init-config", "tiny", "--lora-dropout", "1"], "--lora-dropout must be in [0, 1)"),
+        (
+            ["--init-config", "tiny", "--lora-targets", "q_proj,wq"],
+            "['wq'] not a linear layer of a Llama model",
+        ),
+        (["--init-config", "tiny", "--lora-targets", ","], "empty not a linear layer"),
+        (["--init-config", "tiny", "--seq-len", "2048"], "--seq-len 2048 exceeds the model's context"),
+        (["--init-config", "tiny", "--eval-fraction", "0"], "--eval-fraction must be in (0, 0.5]"),
+        (["--init-config", "tiny", "--precision", "bf16", "--device", "cpu"], "--precision bf16 needs a GPU"),
+        (["--init-config", "tiny", "--checkpoint-every", "5"], "--checkpoint-every needs --checkpoint-dir"),
+        (
+            ["--init-config", "tiny", "--data", "/nonexistent.jsonl"],
+            "--data '/nonexistent.jsonl' is not a file",
+        ),
+        (["--init-config", "tiny", "--fsdp", "maybe"], "--fsdp must be auto, true or false"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_rule(capsys, argv, expected):
+    assert expected in refusal(capsys, argv)
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"config": None}, "has no config.json: a model directory in transformers' format (save_pretrained)"),
+        (
+            {"config": {**TINY_CONFIG, "model_type": "gpt2"}},
+            "model_type 'gpt2' is not one this case fine-tunes",
+        ),
+        ({"config": TINY_CONFIG, "weights": False}, "has no weights: none of ['model.safetensors'"),
+        (
+            {"config": {**TINY_CONFIG, "vocab_size": 100}},
+            "has no tokenizer, and its vocabulary (100) is smaller",
+        ),
+        ({"config": {"model_type": "llama"}}, "config.json lacks or mistypes a Llama field"),
+    ],
+)
+def test_bad_model_directories_are_refused_by_what_they_lack(capsys, tmp_path, files, expected):
+    path = model_dir(tmp_path / "model", **files)
+    assert expected in refusal(capsys, ["--model-path", str(path)])
+
+
+def test_a_model_path_that_is_no_directory_and_both_sources_are_refused(capsys, tmp_path):
+    assert "is not a directory" in refusal(capsys, ["--model-path", str(tmp_path / "absent")])
+    path = model_dir(tmp_path / "m", TINY_CONFIG)
+    assert "not both" in refusal(capsys, ["--model-path", str(path), "--init-config", "tiny"])
+
+
+def test_a_model_directory_gives_its_shape_and_tokenizer():
+    from fsdp_llama.config import MODEL_CONFIGS
+    from hf_finetune.config import parse_args, read_model_dir
+
+    path = model_dir(Path(os.environ.get("TMPDIR", "/tmp")) / f"hf-rules-{os.getpid()}", TINY_CONFIG)
+    cfg = parse_args(["--model-path", str(path), "--lora-targets", "all-linear,lm_head"], {})
+    shape, has_tokenizer = read_model_dir(path)
+    tiny = MODEL_CONFIGS["tiny"]
+    assert (shape.dim, shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, shape.vocab_size) == (
+        tiny.dim, tiny.n_layers, tiny.n_heads, tiny.n_kv_heads, tiny.ffn_dim, tiny.vocab_size,
+    )  # fmt: skip
+    assert not has_tokenizer
+    assert cfg.targets == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "lm_head",
+    ]
+    # A tokenizer in the directory lifts the byte-level vocabulary rule.
+    small = model_dir(
+        path.parent / f"hf-rules-tok-{os.getpid()}", {**TINY_CONFIG, "vocab_size": 100}, tokenizer=True
+    )
+    assert read_model_dir(small)[1]
+
+
+def test_validate_only_answers_without_torch(tmp_path):
+    """What the launcher runs on the submit host: the rules, and no torch import (fast, no GPU needed)."""
+    env = dict(os.environ, WORLD_SIZE="2")
+    ok = subprocess.run(
+        [sys.executable, "-X", "importtime", str(ENTRY), "--init-config", "tiny", "--validate-only", "true"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "hf/finetune: the arguments hold for 2 process(es)" in ok.stdout
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "fsdp_llama.config" in imported and "torch" not in imported and "transformers" not in imported
+    bad = subprocess.run(
+        [sys.executable, str(ENTRY), "--model-path", str(model_dir(tmp_path / "m")), "--validate-only", "1"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "has no config.json" in bad.stderr
+
+
+def test_the_manifest_stages_the_shared_package_and_names_its_check():
+    from hf_finetune.config import INIT_CONFIGS
+
+    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["validate_option"] == "validate-only"
+    assert MANIFEST["wheelhouse"] == "slow"
+    assert MANIFEST["configs"] == list(INIT_CONFIGS)
+    pins = dict(r.split("==") for r in MANIFEST["requirements"])
+    assert {"transformers", "accelerate", "peft", "torch"} <= set(pins)
+
+
+# ---------------------------------------------------------------- data (numpy only)
+
+
+def test_the_shipped_records_split_into_disjoint_fixed_sets():
+    from hf_finetune.config import DATA_FILE
+    from hf_finetune.data import load_records, split
+
+    records = load_records(DATA_FILE)
+    assert len(records) >= 40
+    train, held = split(records, 0.125)
+    assert len(held) == 6 and len(train) + len(held) == len(records)
+    assert not set(train) & set(held)
+    assert split(records, 0.125) == (train, held)
+
+
+def test_bad_record_lines_are_named(tmp_path):
+    from hf_finetune.data import load_records
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"instruction": "a", "output": "b"}\n{"instruction": "c"}\n')
+    with pytest.raises(ValueError, match=r"r.jsonl:2: needs string fields instruction and output"):
+        load_records(path)
+    path.write_text('{"instruction": "a", "output": "b"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"r.jsonl:2: not a JSON object"):
+        load_records(path)
+
+
+def test_only_the_response_and_eos_are_trained_on():
+    from hf_finetune.data import IGNORE, ByteLevel, Record, encode
+
+    record = Record("Add.", "2 and 3", "5.")
+    ids, labels = encode(record, ByteLevel())
+    prompt = "### Instruction:\nAdd.\n\n### Input:\n2 and 3\n\n### Response:\n"
+    assert ids == [256, *prompt.encode(), *b"5.", 257]
+    assert labels == [IGNORE] * (1 + len(prompt)) + [*b"5.", 257]
+
+
+def test_rows_are_a_function_of_the_step_and_wrap_the_stream():
+    from hf_finetune.data import IGNORE, Batches, Stream
+
+    stream = Stream(np.arange(10), np.where(np.arange(10) % 3 == 0, IGNORE, np.arange(10)))
+    batches = Batches(stream, batch_size=2, seq_len=4, world=2)
+    ids, labels = batches.rows(step=1, rank=1)  # rows 6 and 7: stream offsets 24 and 28
+    assert ids.tolist() == [[4, 5, 6, 7], [8, 9, 0, 1]]
+    assert labels.tolist() == [[4, 5, IGNORE, 7], [8, IGNORE, IGNORE, 1]]
+    assert np.array_equal(Batches(stream, 2, 4, 2).rows(1, 1)[0], ids)
+    # Trained positions over every rank's rows, the first position of a row excluded (the model shifts).
+    expected = sum(int((batches.rows(1, r)[1][:, 1:] != IGNORE).sum()) for r in range(2))
+    assert batches.targets(1) == expected == 7
+
+
+def test_held_out_windows_pad_the_last_one_with_nothing_to_count():
+    from hf_finetune.data import IGNORE, Stream, eval_windows
+
+    windows = eval_windows(Stream(np.arange(10), np.arange(10)), seq_len=4, pad_id=257)
+    assert len(windows) == 3
+    assert windows[-1][0].tolist() == [8, 9, 257, 257] and windows[-1][1].tolist() == [8, 9, IGNORE, IGNORE]
+
+
+def test_lora_flops_drop_the_frozen_weights_own_gradient():
+    from fsdp_llama.config import MODEL_CONFIGS
+    from hf_finetune.model import Counts
+
+    tiny = MODEL_CONFIGS["tiny"]
+    counts = Counts(frozen=164_160, trainable=48_128)
+    attention = 12 * tiny.n_layers * tiny.dim * 128
+    assert counts.flops_per_token(tiny, 128) == 4 * 164_160 + 6 * 48_128 + attention
+
+
+# ---------------------------------------------------------------- with transformers, PEFT, accelerate (slow)
+
+
+@pytest.fixture(scope="module")
+def hf_python() -> str:
+    """A Python with the test case's requirements: TRAINSTACK_HF_PYTHON, else a virtualenv built from the slow
+    wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
+    """
+    given = os.environ.get("TRAINSTACK_HF_PYTHON")
+    if given:
+        return given
+    if not (SLOW_WHEELHOUSE / ".stamp").exists():
+        pytest.fail("hf/finetune needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)")
+    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
+    venv = ROOT / ".cache" / "venvs" / f"hf-finetune-{key}"
+    if not (venv / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
+        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
+        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
+    return str(venv / "bin" / "python")
+
+
+def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
+    """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
+    summary = tmp_path / f"{name}.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env.pop("WORLD_SIZE", None)
+    launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
+    launcher += [] if procs == 1 else [f"--nproc-per-node={procs}"]
+    defaults = ("--device", "cpu", "--lora-targets", "all-linear,lm_head")
+    proc = subprocess.run(
+        [*launcher, str(ENTRY), *defaults, *args, "--summary-json", str(summary)],
+        capture_output=True, text=True, env=env, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    body = json.loads(summary.read_text())
+    body["lines"] = [
+        json.loads(line.removeprefix("TRAINSTACK_METRIC "))
+        for line in proc.stdout.splitlines()
+        if line.startswith("TRAINSTACK_METRIC ")
+    ]
+    return body
+
+
+@pytest.mark.slow
+def test_lora_on_tiny_learns_deterministically_with_pytorch_fsdps_lines(hf_python, tmp_path):
+    first = run(hf_python, tmp_path, "a", "--init-config", "tiny", "--steps", "12")
+    second = run(hf_python, tmp_path, "b", "--init-config", "tiny", "--steps", "12")
+    assert first["losses"] == second["losses"] and first["eval_loss"] == second["eval_loss"]
+    assert first["final_loss"] < first["first_loss"] - 1.0, first["losses"]
+    assert first["eval_loss"] < first["eval_loss_before"] - 1.0
+    assert [line["step"] for line in first["lines"]] == list(range(1, 13))
+    assert all(set(line) == set(MANIFEST["metrics"]) for line in first["lines"])
+    assert first["lines"][-1]["tokens_per_s"] is None and first["lines"][2]["tflops_per_gpu"] > 0
+    assert (first["testcase"], first["tokenizer"], first["fsdp"]) == ("hf/finetune", "byte-level", False)
+    assert first["mfu"] is None and first["mfu_note"].startswith("peak unknown")
+    from fsdp_llama.config import MODEL_CONFIGS
+    from hf_finetune.model import Counts
+
+    counts = Counts(first["frozen_params"], first["trainable_params"])
+    assert first["flops_per_token"] == counts.flops_per_token(MODEL_CONFIGS["tiny"], 128)
+    # Rank 16 x (in + out) on q, k, v, o, gate, up, down of 2 blocks (dim 64, KV 32, FFN 192) and the output.
+    per_block = (64 + 64) + 2 * (64 + 32) + (64 + 64) + 3 * (64 + 192)
+    assert first["trainable_params"] == 16 * (2 * per_block + (64 + 512))
+
+
+@pytest.mark.slow
+def test_a_model_directory_trains_as_the_same_weights_made_in_place(hf_python, tmp_path):
+    path = tmp_path / "tiny-model"
+    made = subprocess.run(
+        [hf_python, str(CASE / "make_model.py"), "--init-config", "tiny", "--output", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    loaded = run(hf_python, tmp_path, "dir", "--model-path", str(path), "--steps", "4")
+    made_here = run(hf_python, tmp_path, "here", "--init-config", "tiny", "--steps", "4")
+    assert loaded["losses"] == made_here["losses"] and loaded["model"] == str(path)
+
+
+@pytest.mark.slow
+def test_accelerate_checkpoints_resume_a_two_process_fsdp_run_on_its_curve(hf_python, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    common = ("--init-config", "tiny", "--steps", "6")
+    whole = run(hf_python, tmp_path, "whole", *common, procs=2)
+    resume = ("--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+    head = run(hf_python, tmp_path, "head", *common, *resume, "--max-steps-this-run", "3", procs=2)
+    assert sorted(p.name for p in Path(ckpt).iterdir()) == ["step-00000003"]
+    tail = run(hf_python, tmp_path, "tail", *common, *resume, procs=2)
+    assert (head["fsdp"], head["world_size"], head["distributed_type"]) == (True, 2, "FSDP")
+    assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
+    assert head["losses"] + tail["losses"] == whole["losses"]
+    assert tail["eval_loss"] == whole["eval_loss"]

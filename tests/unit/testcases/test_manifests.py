@@ -21,6 +21,7 @@ PARSERS = {
     "nccl/collectives": "nccl_bench.config",
     "torchtitan/llama": "titan_llama.config",
     "megatron/gpt": "megatron_gpt.config",
+    "hf/finetune": "hf_finetune.config",
     "jax/llama": "jax_llama.config",
 }
 

@@ -269,7 +269,8 @@ def merge_locks(locks: list[Path], workdir: Path) -> list[Path]:
     groups: list[dict[str, tuple[str, set[str]]]] = []
     for lock in locks:
         entries = read_lock(lock)
-        fits = (g for g in groups if all(g.get(name, (ver,))[0] == ver for name, (ver, _) in entries.items()))
+        versions = {name: ver for name, (ver, _hashes) in entries.items()}
+        fits = (g for g in groups if all(g.get(name, (ver,))[0] == ver for name, ver in versions.items()))
         group = next(fits, None)
         if group is None:
             group = {}
@@ -291,8 +292,8 @@ def lock_problems(manifest: Path) -> list[str]:
     if not lock.is_file():
         return [f"{lock} is missing: make it with `{MAKE_COMMAND}`"]
     entries = read_lock(lock)
-    problems = [f"{lock}: {name} has no --hash" for name, (_, hashes) in entries.items() if not hashes]
-    problems += [f"{lock}: {name} is not pinned with ==" for name, (ver, _) in entries.items() if not ver]
+    problems = [f"{lock}: {name} has no --hash" for name, entry in entries.items() if not entry[1]]
+    problems += [f"{lock}: {name} is not pinned with ==" for name, entry in entries.items() if not entry[0]]
     for req in manifest_requirements(manifest):
         parsed = Requirement(req)
         name = canonicalize_name(parsed.name)

@@ -175,11 +175,12 @@ TESTCASE_RUNS = {
     "titan_direct": ("torchtitan/llama", "entrypoint started directly"),
     "titan_launched": ("torchtitan/llama", "launch_training, local launcher (torchrun)"),
     "megatron_direct": ("megatron/gpt", "entrypoint started directly"),
+    "megatron_launched": ("megatron/gpt", "launch_training, local launcher (torchrun)"),
 }
 SUMMARY_KEYS = (
     "testcase", "steps", "first_loss", "final_loss", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_mem_gb",
     "elapsed_s", "params", "flops_per_token", "peak_tflops", "compile", "torch", "torchtitan", "gpu_model",
-    "megatron_core", "layer_spec", "optional_kernels",
+    "megatron_core", "layer_spec", "optional_kernels", "recompute",
 )  # fmt: skip
 
 
@@ -196,6 +197,7 @@ def collect_testcases(directory: Path) -> dict[str, Any]:
     rates = {row["name"]: row.get("tokens_per_s") for row in runs}
     direct, launched = rates.get("titan_direct"), rates.get("titan_launched")
     parity = directory / "parity.json"
+    megatron_parity = directory / "megatron_parity.json"
     return {
         "benchmark": "testcases_side_by_side",
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -203,7 +205,42 @@ def collect_testcases(directory: Path) -> dict[str, Any]:
         "launch_path_cost": (1 - launched / direct) if direct and launched else None,
         "titan_vs_fsdp": (direct / rates["fsdp_direct"]) if direct and rates.get("fsdp_direct") else None,
         "megatron_vs_fsdp": _ratio(rates.get("megatron_direct"), rates.get("fsdp_direct")),
+        "megatron_launch_path_cost": _cost(rates.get("megatron_direct"), rates.get("megatron_launched")),
         "parity": json.loads(parity.read_text(encoding="utf-8")) if parity.is_file() else None,
+        "megatron_parity": (
+            json.loads(megatron_parity.read_text(encoding="utf-8")) if megatron_parity.is_file() else None
+        ),
+        "megatron_resume": resume_check(directory),
+    }
+
+
+def _cost(direct: float | None, launched: float | None) -> float | None:
+    """The launch path's share of the direct run's tokens/s (negative: the launched run was faster)."""
+    return 1 - launched / direct if direct and launched else None
+
+
+def resume_check(directory: Path) -> dict[str, Any] | None:
+    """The uninterrupted run's losses against the stopped one's and the resumed one's, step by step.
+
+    ``resume_whole.json`` ran every step; ``resume_head.json`` stopped after its checkpoint and
+    ``resume_tail.json`` resumed from it. None when any of the three is missing.
+    """
+    runs = {}
+    for part in ("whole", "head", "tail"):
+        path = directory / f"resume_{part}.json"
+        if not path.is_file():
+            return None
+        runs[part] = json.loads(path.read_text(encoding="utf-8"))
+    whole = runs["whole"]["losses"]
+    pieces = runs["head"]["losses"] + runs["tail"]["losses"]
+    diffs = [abs(a - b) for a, b in zip(whole, pieces, strict=False)]
+    return {
+        "resumed_from_step": runs["tail"].get("resumed_from_step"),
+        "distributed_optimizer": runs["tail"].get("distributed_optimizer"),
+        "whole_losses": whole,
+        "stopped_and_resumed_losses": pieces,
+        "max_abs_diff": max(diffs) if diffs else None,
+        "same_length": len(whole) == len(pieces),
     }
 
 
@@ -234,6 +271,9 @@ def testcases_table(document: dict[str, Any]) -> str:
         notes.append(f"megatron/gpt against pytorch/fsdp: {document['megatron_vs_fsdp']:.3f}x tokens/s")
     if document.get("launch_path_cost") is not None:
         notes.append(f"launch path's cost: {100 * document['launch_path_cost']:.1f} % of tokens/s")
+    if document.get("megatron_launch_path_cost") is not None:
+        cost = 100 * document["megatron_launch_path_cost"]
+        notes.append(f"megatron/gpt's launch path's cost: {cost:.1f} % of tokens/s")
     parity = document.get("parity")
     if parity:
         losses = parity["first_loss"]
@@ -243,7 +283,28 @@ def testcases_table(document: dict[str, Any]) -> str:
             f"torchtitan/llama {losses['torchtitan_llama']:.6f}, difference {parity['abs_diff']:.2e} "
             f"(tolerance {parity['tolerance']:.0e})"
         )
+    notes += _megatron_notes(document)
     return "\n".join(lines + ([""] + [f"{note}." for note in notes] if notes else []))
+
+
+def _megatron_notes(document: dict[str, Any]) -> list[str]:
+    """megatron/gpt's first-step losses on pytorch/fsdp's weights, and its resume against the whole run."""
+    notes = []
+    for dtype, row in ((document.get("megatron_parity") or {}).get("first_loss") or {}).items():
+        notes.append(
+            f"first-step loss on the same weights and batch ({dtype}): "
+            f"pytorch/fsdp {row['pytorch_fsdp']:.6f}, megatron/gpt {row['megatron_gpt']:.6f}, "
+            f"difference {row['abs_diff']:.2e} "
+            f"({row['tolerance_kind']} tolerance {row['tolerance']:.2e})"
+        )
+    resume = document.get("megatron_resume")
+    if resume:
+        notes.append(
+            f"megatron/gpt resumed at step {resume['resumed_from_step']} (distributed optimizer "
+            f"{resume['distributed_optimizer']}): largest loss difference from the uninterrupted run "
+            f"{resume['max_abs_diff']:.2e}"
+        )
+    return notes
 
 
 def main(argv: list[str]) -> int:

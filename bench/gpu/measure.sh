@@ -109,29 +109,86 @@ run_testcases() {
   return "$rc"
 }
 
-# megatron/gpt beside pytorch/fsdp: the 1B shape, 8 x 2048, bf16, megatron-core's one-GPU settings (TP=PP=DP=1,
-# local layer spec: no Transformer Engine), then the tiny shape's checkpoint resume (3 + 3 steps against 6, with
-# the distributed optimizer), which no CPU test can run. megatron-core goes from $TS_GPU_WHEELS with --no-deps
-# into its own --target directory (it needs only torch, numpy and packaging, which the machine has).
+# megatron/gpt beside pytorch/fsdp and torchtitan/llama: the 1B shape, 8 x 2048, bf16, each case's recommended
+# one-GPU settings; megatron/gpt's are megatron-core's for attention without Transformer Engine (TP=PP=DP=1,
+# local layer spec, selective recomputation of core attention: the unfused attention's scores are recomputed
+# in the backward pass instead of kept, 16 layers x 8 x 32 x 2048 x 2048 of them do not fit in 141 GB).
+# megatron-core goes from $TS_GPU_WHEELS with --no-deps into its own --target directory (it needs only torch,
+# numpy and packaging, which the machine has). The sub-steps, in the order of TS_MEGATRON_STEPS (default all):
+#   direct    megatron/gpt started directly          launched  the same through launch_training (local)
+#   fsdp      pytorch/fsdp started directly          titan     torchtitan/llama started directly
+#   checks    the tiny shape's resume with the distributed optimizer (6 steps against 3 + 3) and, beside it,
+#             bench/megatron_parity.py (first-step loss against pytorch/fsdp on the same weights and batch)
+# A sub-step that does not fit in what is left of TS_MEGATRON_BUDGET_S (seconds, default unlimited) is skipped
+# and says so; the collected JSON records a missing run as such.
+megatron_step() {
+  local dir=$1 step=$2 args=(--config llama3_2_1b --batch-size 8 --seq-len 2048
+    --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4 --peak-tflops "$PEAK")
+  case "$step" in
+    direct)
+      PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" --recompute selective \
+        --summary-json "$dir/megatron_direct.json" > "$dir/megatron_direct.log" 2>&1 ;;
+    launched)
+      PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
+        -e launch_host=localhost -e ansible_python_interpreter="$PY" \
+        -e training_job_testcase=megatron/gpt -e training_job_launcher=local \
+        -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
+        -e training_job_results_dir="$dir/launch" -e training_job_name=megatron-1b-h200 \
+        -e training_job_timeout=540 \
+        -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\", \"PYTHONPATH\": \"$DEPS/megatron\"}}" \
+        -e "{\"training_job_args\": {\"config\": \"llama3_2_1b\", \"batch-size\": 8, \"seq-len\": 2048,
+             \"steps\": ${TS_TESTCASE_STEPS:-30}, \"lr\": 3e-4, \"recompute\": \"selective\"}}" \
+        > "$dir/launch.txt" 2>&1
+      local rc=$?
+      find "$dir/launch" -name summary.json -exec cp {} "$dir/megatron_launched.json" \; 2>/dev/null
+      return "$rc" ;;
+    fsdp)
+      "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
+        > "$dir/fsdp_direct.log" 2>&1 ;;
+    titan)
+      titan_deps
+      PYTHONPATH="$DEPS/titan" "$PY" testcases/torchtitan/llama/train.py "${args[@]}" \
+        --summary-json "$dir/titan_direct.json" > "$dir/titan_direct.log" 2>&1 ;;
+    checks) megatron_checks "$dir" ;;
+    *) echo "unknown megatron step: $step" >&2; return 2 ;;
+  esac
+}
+
+# The resume: one uninterrupted 6-step run and one stopped after its checkpoint at step 3 run side by side
+# (the tiny shape leaves the GPU idle), then the resumed one; the parity check runs beside the first two.
+megatron_checks() {
+  local dir=$1 ckpt="$1/ckpt" common=(--config tiny --steps 6 --distributed-optimizer true) rc=0 pids=()
+  local run=(env PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${common[@]}")
+  "${run[@]}" --summary-json "$dir/resume_whole.json" > "$dir/resume_whole.log" 2>&1 & pids+=($!)
+  "${run[@]}" --checkpoint-dir "$ckpt" --checkpoint-every 3 --max-steps-this-run 3 \
+    --summary-json "$dir/resume_head.json" > "$dir/resume_head.log" 2>&1 & pids+=($!)
+  PYTHONPATH="$DEPS/megatron" "$PY" bench/megatron_parity.py --output "$dir/megatron_parity.json" \
+    > "$dir/megatron_parity.log" 2>&1 & pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  "${run[@]}" --checkpoint-dir "$ckpt" --checkpoint-every 3 --summary-json "$dir/resume_tail.json" \
+    > "$dir/resume_tail.log" 2>&1 || rc=1
+  return "$rc"
+}
+
 run_megatron() {
-  local dir="$OUT/megatron" wheels=${TS_GPU_WHEELS:-.whl} args rc=0 ckpt
-  mkdir -p "$dir"
-  "$PY" -c "import megatron.core" 2>/dev/null ||
+  local dir="$OUT/megatron" wheels=${TS_GPU_WHEELS:-.whl} rc=0 step started left status
+  local budget=${TS_MEGATRON_BUDGET_S:-0}
+  # What each sub-step needs at most, in seconds (measured on the H200, with headroom), for the budget.
+  declare -A need=([direct]=60 [launched]=75 [fsdp]=100 [titan]=75 [checks]=60)
+  mkdir -p "$dir" "$OUT/testcases"
+  PYTHONPATH="$DEPS/megatron" "$PY" -c "import megatron.core" 2>/dev/null ||
     "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/megatron" megatron-core==0.16.1
-  args=(--config llama3_2_1b --batch-size 8 --seq-len 2048 --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4
-        --peak-tflops "$PEAK")
-  PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" \
-    --summary-json "$dir/megatron_direct.json" > "$dir/megatron_direct.log" 2>&1 || rc=1
-  "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
-    > "$dir/fsdp_direct.log" 2>&1 || rc=1
-  ckpt="$dir/ckpt"
-  args=(--config tiny --steps 6 --distributed-optimizer true)
-  for run in whole:"" head:"--max-steps-this-run 3" tail:""; do
-    local name=${run%%:*} extra=() more=()
-    read -ra more <<< "${run#*:}"
-    [ "$name" = whole ] || extra=(--checkpoint-dir "$ckpt" --checkpoint-every 3 "${more[@]}")
-    PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" "${extra[@]}" \
-      --summary-json "$dir/resume_$name.json" > "$dir/resume_$name.log" 2>&1 || rc=1
+  for step in ${TS_MEGATRON_STEPS:-direct launched fsdp titan checks}; do
+    left=$((budget - SECONDS))
+    if [ "$budget" -gt 0 ] && [ "$left" -lt "${need[$step]:-0}" ]; then
+      echo "megatron: skipped $step (${left}s left of ${budget}s, it needs ${need[$step]:-0}s)" | tee -a "$dir/steps.txt"
+      continue
+    fi
+    started=$SECONDS
+    megatron_step "$dir" "$step"
+    status=$?
+    [ "$status" -eq 0 ] || rc=1
+    echo "megatron: $step rc=$status in $((SECONDS - started))s" | tee -a "$dir/steps.txt"
   done
   "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_megatron.json" || rc=1
   return "$rc"
@@ -157,8 +214,8 @@ fi
 PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
-# Only the parts that run Ansible or pytest need them.
-[ "$*" = megatron ] || deps "$@"
+# Only the parts that run Ansible or pytest need them (megatron's launched sub-step runs Ansible).
+[ "$*" = megatron ] && [[ " ${TS_MEGATRON_STEPS:-launched} " != *" launched "* ]] || deps "$@"
 [ "$*" = all ] && set -- tests bench launch verify
 status=0
 for part in "$@"; do

@@ -14,9 +14,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    import torch
 
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "megatron" / "gpt"
@@ -134,6 +138,100 @@ def test_the_manifest_stages_the_shared_package_and_names_its_check():
     assert MANIFEST["configs"] == list(CONFIGS)
 
 
+# ------------------------------------------------------- the distributed optimizer's shard (torch only)
+# Under megatron-core's distributed optimizer each rank steps a torch Adam over its fp32 master shards; these
+# are that optimizer and those shards, with the checkpoint module's save and load (no megatron-core needed).
+
+
+def _adam_over_shards(seed: int) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
+    """Two fp32 "master shards" in two groups (with and without weight decay, as megatron-core has)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    shards = [torch.randn(6, generator=gen).requires_grad_(), torch.randn(3, generator=gen).requires_grad_()]
+    groups = [{"params": [shards[0]], "weight_decay": 0.1}, {"params": [shards[1]], "weight_decay": 0.0}]
+    return shards, torch.optim.AdamW(groups, lr=0.05, betas=(0.9, 0.95))
+
+
+def _adam_steps(shards: list[torch.Tensor], optimizer: torch.optim.Optimizer, steps: range) -> list[float]:
+    """Steps on a fixed objective per step index; the loss of each."""
+    losses = []
+    for step in steps:
+        optimizer.zero_grad()
+        loss = sum(((p - 0.1 * step) ** 2).sum() for p in shards)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def test_optimizer_shards_resume_on_the_uninterrupted_curve(tmp_path):
+    from megatron_gpt import checkpoint
+
+    shards, adam = _adam_over_shards(7)
+    head = _adam_steps(shards, adam, range(3))
+    checkpoint.save(tmp_path, 3, {"optimizer_shards": checkpoint.OptimizerShards([adam])})
+    whole = head + _adam_steps(shards, adam, range(3, 6))
+    fresh, fresh_adam = _adam_over_shards(99)
+    assert checkpoint.load(tmp_path, 3, {"optimizer_shards": checkpoint.OptimizerShards([fresh_adam])}) == 3
+    resumed = head + _adam_steps(fresh, fresh_adam, range(3, 6))
+    assert resumed == whole
+    assert all(torch_equal(a, b) for a, b in zip(fresh, shards, strict=True))
+    # One step per parameter, each advanced once per optimizer step (not once per parameter).
+    steps = [fresh_adam.state[p]["step"] for p in fresh]
+    assert len({id(t) for t in steps}) == len(fresh) and [float(t) for t in steps] == [6.0, 6.0]
+
+
+def test_optimizer_shards_of_other_degrees_are_refused_before_anything_changes(tmp_path):
+    import torch
+    from megatron_gpt import checkpoint
+
+    shards, adam = _adam_over_shards(7)
+    _adam_steps(shards, adam, range(2))
+    checkpoint.save(tmp_path, 2, {"optimizer_shards": checkpoint.OptimizerShards([adam])})
+    other = [torch.zeros(4, requires_grad=True), torch.zeros(3, requires_grad=True)]
+    other_adam = torch.optim.AdamW([{"params": [other[0]]}, {"params": [other[1]]}], lr=0.05)
+    with pytest.raises(ValueError, match=r"optimizer 0: the checkpoint's master shards \[\(6,\), \(3,\)\]"):
+        checkpoint.load(tmp_path, 2, {"optimizer_shards": checkpoint.OptimizerShards([other_adam])})
+    assert all(float(t.abs().sum()) == 0 for t in other) and not other_adam.state
+    with pytest.raises(
+        KeyError, match=r"holds no \['optimizer'\] \(written with another --distributed-optimizer"
+    ):
+        checkpoint.load(tmp_path, 2, {"optimizer": other_adam})
+
+
+def torch_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    import torch
+
+    return bool(torch.equal(a.detach(), b.detach()))
+
+
+def test_hf_qkv_goes_into_megatrons_per_group_layout():
+    """linear_qkv as megatron-core splits it: per key/value group, its query heads, its key, its value."""
+    import torch
+    from fsdp_llama.config import MODEL_CONFIGS
+    from megatron_gpt.hf_weights import from_hf, qkv_weight
+
+    shape = MODEL_CONFIGS["tiny"]  # 4 query heads, 2 key/value groups, head_dim 16
+
+    def heads(tag: int, count: int) -> torch.Tensor:
+        """``count`` heads whose rows all read ``10 * head + tag``."""
+        return (
+            torch.arange(count)
+            .repeat_interleave(shape.head_dim)
+            .mul(10)
+            .add(tag)
+            .float()
+            .outer(torch.ones(2))
+        )
+
+    qkv = qkv_weight(heads(1, 4), heads(2, 2), heads(3, 2), shape)
+    assert qkv.shape == (8 * shape.head_dim, 2)
+    assert [int(row) for row in qkv[:: shape.head_dim, 0]] == [1, 11, 2, 3, 21, 31, 12, 13]
+    with pytest.raises(KeyError, match=r"lacks 21 weight\(s\), first \['model.embed_tokens.weight'"):
+        from_hf({}, shape)
+
+
 # ---------------------------------------------------------------- with megatron-core (slow)
 
 
@@ -190,6 +288,18 @@ PROBE = textwrap.dedent(
     build.init_parallel(cfg, torch.device("cpu"))
     for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
         out[name] = build.count_params(build.meta_model(TrainConfig(config=name, seq_len=128)))
+    from fsdp_llama.config import MODEL_CONFIGS
+    from fsdp_llama.hf_compat import to_hf
+    from fsdp_llama.model import Transformer
+    from megatron_gpt.hf_weights import from_hf
+    for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
+        with torch.device("meta"):
+            ours = Transformer(MODEL_CONFIGS[name], rope_len=128)
+        ours.tie_weights()
+        mapped = from_hf(to_hf(ours.state_dict(), MODEL_CONFIGS[name]), MODEL_CONFIGS[name])
+        meta = build.meta_model(TrainConfig(config=name, seq_len=128)).state_dict()
+        out["hf_" + name] = [{k: list(v.shape) for k, v in mapped.items()},
+                             {k: list(v.shape) for k, v in meta.items() if torch.is_tensor(v)}]
     config, model, params = build.build_model(cfg, torch.device("cpu"))
     out["built"] = {"params": params, "dtype": str(next(model.parameters()).dtype),
                     "modules": sorted({type(m).__name__ for m in model.modules()})}
@@ -245,6 +355,14 @@ def test_gptmodel_has_our_shapes_parameter_count(probe):
     for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
         assert probe[name] == llama_params(name), name
     assert probe["llama3_2_1b"] == 1_235_814_400 and probe["llama3_1_8b"] == 8_030_261_248
+
+
+@pytest.mark.slow
+def test_hf_weights_fill_every_gptmodel_weight_with_its_shape(probe):
+    for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
+        mapped, gptmodel = probe["hf_" + name]
+        assert mapped == gptmodel, name
+    assert "output_layer.weight" not in probe["hf_llama3_2_1b"][1]  # tied: the embedding is the output
 
 
 @pytest.mark.slow

@@ -74,12 +74,18 @@ class Trainer:
         self.clock: float | None = None
 
     def states(self) -> dict[str, Any]:
-        """What a checkpoint holds besides the distributed optimizer's parameter state."""
-        built = self.built
-        return {"model": built.model.module, "optimizer": built.optimizer, "scheduler": built.scheduler}
+        """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule.
 
-    def _param_state(self) -> Any:
-        return self.built.optimizer if self.cfg.distributed_optimizer == "true" else None
+        megatron-core's own optimizer ``state_dict`` is the whole state without the distributed optimizer;
+        with it, the shard is saved by ``checkpoint.OptimizerShards`` (see there why not by megatron-core).
+        """
+        built = self.built
+        if self.cfg.distributed_optimizer == "true":
+            optimizer: Any = checkpoint.OptimizerShards(checkpoint.inner_optimizers(built.optimizer))
+            key = "optimizer_shards"
+        else:
+            optimizer, key = built.optimizer, "optimizer"
+        return {"model": built.model.module, key: optimizer, "scheduler": built.scheduler}
 
     def _resume(self) -> int:
         """The highest complete checkpoint under ``--checkpoint-dir``, or a fresh start (step 0)."""
@@ -89,11 +95,11 @@ class Trainer:
         step = checkpoint.latest_step(root)
         if step == 0:
             return 0
-        return checkpoint.load(root, step, self.states(), self._param_state())
+        return checkpoint.load(root, step, self.states())
 
     def save(self, step: int) -> None:
         """Every rank's share; excluded from the next step's time."""
-        checkpoint.save(Path(self.cfg.checkpoint_dir), step, self.states(), self._param_state())
+        checkpoint.save(Path(self.cfg.checkpoint_dir), step, self.states())
         self.clock = None
 
     def _micro_batches(self, step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -1,0 +1,208 @@
+"""The training loop around DeepSpeed's engine: resume, step, the metric line, checkpoints, the summary.
+
+One step is DeepSpeed's: ``engine(inputs, targets)`` (the model's mean loss on this rank's rows),
+``engine.backward`` (ZeRO reduces or reduce-scatters the gradients as they come) and ``engine.step``
+(clipping, the optimizer on each rank's partition, the schedule). What is read and printed is
+``pytorch/fsdp``'s, so the launcher parses both cases alike: a step's loss and gradient norm are read one
+step later (the host never waits for the GPU in between), and the last line and the one before a checkpoint
+carry null rates.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from fsdp_llama.data import BatchSource
+from fsdp_llama.metrics import (
+    StepTimer,
+    Summary,
+    emit,
+    flops_per_token,
+    mfu_note,
+    now,
+    peak_memory_gb,
+    throughput_fields,
+)
+from fsdp_llama.parallel import DistInfo, init_distributed, resolve_device
+
+from . import checkpoint
+from .build import Built, build, jit_ops, point_deepspeed_at
+from .config import TrainConfig
+
+TESTCASE = "deepspeed/zero3"
+
+
+def join(cfg: TrainConfig) -> DistInfo:
+    """torchrun's process group (pytorch/fsdp's ``init_distributed``: nccl on GPU, gloo on CPU), adopted by
+    ``deepspeed.init_distributed``, which finds it initialised and wraps it instead of starting its own.
+    """
+    point_deepspeed_at(resolve_device(cfg.device))
+    info = init_distributed(cfg.device)
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="nccl" if info.device.type == "cuda" else "gloo")
+    return info
+
+
+def _grad_norm(engine: Any, device: torch.device) -> torch.Tensor:
+    """The global gradient norm DeepSpeed computed for clipping, as a device tensor (read later)."""
+    norm = engine.get_global_grad_norm()
+    if norm is None:
+        return torch.full((), float("nan"), device=device)
+    return torch.as_tensor(norm, dtype=torch.float32).to(device)
+
+
+class Trainer:
+    """One invocation: DeepSpeed's engine; pytorch/fsdp's data, timer and records."""
+
+    def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.built: Built = build(cfg, info.device, info.world_size)
+        self.start_step = (
+            checkpoint.resume(self.built.engine, Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir else 0
+        )
+        self.data = BatchSource(
+            cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, info.rank, info.world_size, cfg.seed
+        )
+        self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
+        self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
+        self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
+        self.losses: list[float] = []
+        self.pending: tuple[int, torch.Tensor, float] | None = None
+        self.clock: float | None = None
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Queue one step; return the record of the previous one (read now, while this one runs)."""
+        engine = self.built.engine
+        if self.clock is None:
+            self.clock = now()
+        inputs, targets = self.data.batch(step, self.info.device)
+        loss = engine(inputs, targets)
+        engine.backward(loss)
+        lr = engine.get_lr()[0]
+        engine.step()
+        record = self.finish()
+        self.pending = (step, self._stats(loss, _grad_norm(engine, self.info.device)), lr)
+        return record
+
+    def _stats(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        """``[global mean loss, grad norm]``, queued on the device now and read a step later."""
+        reduced = loss.detach().float().reshape(())
+        if self.info.world_size > 1:
+            reduced = reduced.clone()
+            dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+            reduced /= self.info.world_size
+        return torch.stack((reduced, norm.reshape(()).to(reduced.device)))
+
+    def finish(self, timed: bool = True) -> dict[str, Any] | None:
+        """The queued step's record; ``timed=False`` for a flush (only the tail of the step was timed)."""
+        if self.pending is None:
+            return None
+        step, stats, lr = self.pending
+        self.pending = None
+        loss_value, grad_norm = (float(v) for v in stats.tolist())
+        finished = now()
+        elapsed = finished - (self.clock or finished)
+        self.clock = finished
+        if timed:
+            self.timer.record(elapsed)
+        self.losses.append(loss_value)
+        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
+        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.cfg.peak_tflops)
+        return {
+            "step": step + 1,
+            "loss": loss_value,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "step_time_s": elapsed if timed else None,
+            "peak_mem_gb": peak_memory_gb(self.info.device),
+            **rates,
+        }
+
+    def save(self, step: int) -> None:
+        """DeepSpeed's save on every rank; excluded from the next step's time."""
+        checkpoint.save(self.built.engine, Path(self.cfg.checkpoint_dir), step, self.info.is_main)
+        self.clock = None
+
+
+def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
+    if record is not None and info.is_main:
+        emit(record)
+
+
+def train(cfg: TrainConfig) -> Summary:
+    """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
+    t_start = now()
+    info = join(cfg)
+    run = Trainer(cfg, info)
+    last = cfg.steps
+    if cfg.max_steps_this_run:
+        last = min(last, run.start_step + cfg.max_steps_this_run)
+    for step in range(run.start_step, last):
+        _emit(run.step(step), info)
+        done = step + 1
+        if cfg.checkpoint_dir and (
+            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
+        ):
+            _emit(run.finish(timed=False), info)
+            run.save(done)
+    _emit(run.finish(timed=False), info)
+    return _summary(cfg, info, run, last, t_start)
+
+
+def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start: float) -> Summary:
+    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
+    import deepspeed
+
+    engine = run.built.engine
+    summary = Summary(
+        testcase=TESTCASE,
+        world_size=info.world_size,
+        nodes=info.nodes,
+        device=info.device.type,
+        gpu_model=torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None,
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=peak_memory_gb(info.device),
+        elapsed_s=now() - t_start,
+        extra={
+            "config": cfg.config,
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": run.built.params,
+            "flops_per_token": run.flops_token,
+            "peak_tflops": cfg.peak_tflops,
+            "mfu_note": mfu_note(cfg.peak_tflops),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            "zero_stage": engine.zero_optimization_stage(),
+            "offload_optimizer": cfg.offload_optimizer,
+            "offload_param": cfg.offload_param,
+            "optimizer": cfg.optimizer,
+            "optimizer_class": type(engine.optimizer).__name__,
+            "bf16": engine.bfloat16_enabled(),
+            "ac": cfg.ac,
+            "compile": False,
+            "loss_kernel": run.built.model.loss_kernel,
+            "jit_ops": jit_ops(),
+            "accelerator": os.environ.get("DS_ACCELERATOR"),
+            "torch": torch.__version__,
+            "deepspeed": deepspeed.__version__,
+            "hostname": os.uname().nodename,
+        },
+    )
+    if info.is_main:
+        summary.write(cfg.summary_json)
+    return summary

@@ -247,20 +247,20 @@ def test_lora_flops_drop_the_frozen_weights_own_gradient():
 @pytest.fixture(scope="module")
 def hf_python() -> str:
     """A Python with the test case's requirements: TRAINSTACK_HF_PYTHON, else a virtualenv built from the slow
-    wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
+    wheelhouse as the launcher builds one (``pip install --require-hashes --no-index`` of the lock).
     """
     given = os.environ.get("TRAINSTACK_HF_PYTHON")
     if given:
         return given
     if not (SLOW_WHEELHOUSE / ".stamp").exists():
         pytest.fail("hf/finetune needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)")
-    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
-    venv = ROOT / ".cache" / "venvs" / f"hf-finetune-{key}"
+    lock = CASE / "requirements.lock"
+    venv = ROOT / ".cache" / "venvs" / f"hf-finetune-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
     if not (venv / ".complete").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
-        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
+        subprocess.run([*pip, "--require-hashes", "-r", str(lock)], check=True)
+        (venv / ".complete").write_text(lock.read_text())
     return str(venv / "bin" / "python")
 
 

@@ -121,7 +121,7 @@ def make_block(cfg: ModelConfig, attention: str | None, rows: NamedSharding) -> 
 
     def block(x: jax.Array, layer: Params, table: jax.Array) -> jax.Array:
         dtype = x.dtype
-        bsz, seq, _ = x.shape
+        bsz, seq, _width = x.shape
         h = _rms_norm(x, layer["attn_norm"], cfg.norm_eps)
         q = (h @ layer["wq"].astype(dtype)).reshape(bsz, seq, cfg.n_heads, cfg.head_dim)
         k = (h @ layer["wk"].astype(dtype)).reshape(bsz, seq, cfg.n_kv_heads, cfg.head_dim)

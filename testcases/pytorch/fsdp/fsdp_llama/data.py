@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .tokens import FORMAT as FORMAT
-from .tokens import ByteTokenizer as ByteTokenizer
-from .tokens import TokenFile
-from .tokens import prepare as prepare
+from .tokens import FORMAT, ByteTokenizer, TokenFile, prepare
+
+# The token format lives in the torch-free fsdp_llama.tokens; its names stay importable from here.
+__all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "TokenFile", "prepare"]
 
 
 class BatchSource:

@@ -335,3 +335,19 @@ def test_accelerate_checkpoints_resume_a_two_process_fsdp_run_on_its_curve(hf_py
     assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
     assert head["losses"] + tail["losses"] == whole["losses"]
     assert tail["eval_loss"] == whole["eval_loss"]
+
+
+@pytest.mark.slow
+def test_bf16_fsdp_reduces_gradients_and_keeps_the_loss_in_fp32(hf_python):
+    """accelerate's own bf16 policy would reduce and output in bf16; the case's policy survives its setter."""
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "from hf_finetune.loop import fsdp_plugin\n"
+        "plugin = fsdp_plugin('bf16'); plugin.set_mixed_precision('bf16')\n"
+        "p = plugin.mixed_precision_policy; print(p.param_dtype, p.reduce_dtype, p.output_dtype)\n"
+    )
+    shared = str(ROOT / "testcases" / "pytorch" / "fsdp")
+    argv = [hf_python, "-c", code, str(CASE), shared]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["torch.bfloat16", "torch.float32", "None"]

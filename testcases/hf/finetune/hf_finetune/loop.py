@@ -39,6 +39,7 @@ from fsdp_llama.metrics import (
 )
 from fsdp_llama.parallel import DistInfo, init_distributed
 from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy
 from torch.distributed.tensor import DTensor
 
 from . import data as hf_data
@@ -58,17 +59,29 @@ def precision_of(cfg: TrainConfig, device: torch.device) -> str:
     return cfg.precision
 
 
+def fsdp_plugin(precision: str) -> FullyShardedDataParallelPlugin:
+    """FSDP2 per decoder block with sharded checkpoints; in bf16, gradients reduced and outputs kept in fp32.
+
+    accelerate's own bf16 policy reduces gradients and casts the model's outputs (the loss) to bf16; the
+    policy given here is kept by its ``set_mixed_precision`` and matches pytorch/fsdp's (bf16 parameters
+    gathered, fp32 reduction), so a loss line reads in full precision.
+    """
+    policy = None
+    if precision == "bf16":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return FullyShardedDataParallelPlugin(
+        fsdp_version=2,
+        auto_wrap_policy="transformer_based_wrap",
+        transformer_cls_names_to_wrap=[BLOCK_CLASS],
+        reshard_after_forward=True,
+        state_dict_type="SHARDED_STATE_DICT",
+        mixed_precision_policy=policy,
+    )
+
+
 def make_accelerator(cfg: TrainConfig, info: DistInfo, precision: str) -> Accelerator:
     """accelerate's Accelerator, with its FSDP2 plugin when the model is sharded (module docstring)."""
-    plugin = None
-    if cfg.use_fsdp(info.world_size):
-        plugin = FullyShardedDataParallelPlugin(
-            fsdp_version=2,
-            auto_wrap_policy="transformer_based_wrap",
-            transformer_cls_names_to_wrap=[BLOCK_CLASS],
-            reshard_after_forward=True,
-            state_dict_type="SHARDED_STATE_DICT",
-        )
+    plugin = fsdp_plugin(precision) if cfg.use_fsdp(info.world_size) else None
     mixed = "bf16" if precision == "bf16" else "no"
     accelerator = Accelerator(fsdp_plugin=plugin, mixed_precision=mixed, cpu=info.device.type == "cpu")
     if plugin is not None and accelerator.distributed_type != DistributedType.FSDP:

@@ -66,14 +66,16 @@ def megatron_loss(config: str, seq_len: int, hf: dict, batch: Batch, dtype: torc
     tconfig.perform_initialization = False
     if dtype == torch.float32:
         tconfig.bf16, tconfig.params_dtype, tconfig.pipeline_dtype = False, torch.float32, torch.float32
-    model = build.gpt_model(cfg, tconfig)
+    inputs, labels = batch
+    # The local spec's torch norms are made on the CPU whatever the config says; the case's build moves the
+    # whole model to its GPU afterwards, and so does this.
+    model = build.gpt_model(cfg, tconfig).to(inputs.device)
     weights = {k: v.to(dtype) for k, v in from_hf(hf, cfg.model).items()}
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or any(not key.endswith("_extra_state") for key in missing):
         raise KeyError(f"GPTModel did not take the weights: missing {missing}, unexpected {unexpected}")
     wrapped = Float16Module(tconfig, model) if dtype == torch.bfloat16 else model
     wrapped.eval()
-    inputs, labels = batch
     positions = torch.arange(seq_len, device=inputs.device).unsqueeze(0)
     with torch.no_grad():
         per_token = wrapped(inputs, positions, None, labels=labels)

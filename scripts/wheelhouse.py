@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sdist_wheels import SOURCE_BUILDS, build, name_and_version, source_pins
 from testcase_lock import MAKE_COMMAND, index_args, lab_target_args, lock_path, merge_locks
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -65,10 +66,22 @@ def download_locked(locks: list[Path], dest: Path) -> None:
     TRAINSTACK_TORCH_INDEX adds an index (such as PyTorch's CPU one).
     """
     argv = [sys.executable, "-m", "pip", "download", "--retries", "10", "--no-deps", "--require-hashes"]
-    argv += [*lab_target_args(), *index_args(), "--dest", str(dest)]
+    # --find-links dest: the wheels built there from source distributions (source_wheels) are found by hash.
+    argv += [*lab_target_args(), *index_args(), "--find-links", str(dest), "--dest", str(dest)]
     with tempfile.TemporaryDirectory(prefix="wheelhouse-") as tmp:
         for merged in merge_locks(locks, Path(tmp)):
             subprocess.run([*argv, "-r", str(merged)], check=True)
+
+
+def source_wheels(manifests: list[Path], wheelhouse_set: str, dest: Path) -> list[Path]:
+    """Wheels built into ``dest`` for the set's pins that PyPI publishes only as source (DeepSpeed).
+
+    Built reproducibly (scripts/sdist_wheels.py), so the hash the lock pins is the built wheel's.
+    """
+    chosen = [
+        m for m in manifests if yaml.safe_load(m.read_text()).get("wheelhouse", "default") == wheelhouse_set
+    ]
+    return [build(req, dest, SOURCE_BUILDS[name_and_version(req)[0]]) for req in source_pins(chosen)]
 
 
 def check_cpu_torch(dest: Path) -> None:
@@ -93,6 +106,7 @@ def main() -> int:
     print(
         f"wheelhouse ({args.wheelhouse_set}): " + " ".join(requirements(args.manifests, args.wheelhouse_set))
     )
+    source_wheels(args.manifests, args.wheelhouse_set, args.dest)
     # The slow set only serves test-case virtualenvs; the default one also the image's locked CPU torch stack.
     download_locked(case_locks + (CPU_LOCKS if args.wheelhouse_set == "default" else []), args.dest)
     check_cpu_torch(args.dest)

@@ -15,7 +15,8 @@ TITAN_DIR = ROOT / "testcases" / "torchtitan" / "llama"
 MEGATRON_DIR = ROOT / "testcases" / "megatron" / "gpt"
 HF_DIR = ROOT / "testcases" / "hf" / "finetune"
 JAX_DIR = ROOT / "testcases" / "jax" / "llama"
-for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_DIR):
+DS_DIR = ROOT / "testcases" / "deepspeed" / "zero3"
+for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_DIR, DS_DIR):
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")

@@ -23,6 +23,7 @@ PARSERS = {
     "megatron/gpt": "megatron_gpt.config",
     "hf/finetune": "hf_finetune.config",
     "jax/llama": "jax_llama.config",
+    "deepspeed/zero3": "ds_llama.config",
 }
 
 

@@ -5,10 +5,10 @@ rank (so each starts from identical weights and ZeRO partitions one model), then
 and the config of :func:`ds_llama.config.deepspeed_config` to ``deepspeed.initialize``, which casts it to
 bf16, keeps the fp32 master weights in its ZeRO optimizer and partitions what the stage says.
 
-What DeepSpeed needs told: the model computes its loss from ``output.weight`` inside the root module's
-forward (the fused cross-entropy never calls the ``output`` module), so under ZeRO-3, which gathers a
-module's parameters only around that module's own forward, the weight is registered as an external
-parameter of the root: ZeRO-3 then gathers it for the root's forward too.
+Under ZeRO-3 the model's loss reads ``output.weight`` inside the root module's forward (the fused
+cross-entropy never calls the ``output`` module); DeepSpeed gathers such a parameter itself: its parameter
+dicts fetch a partitioned parameter read during a forward and register it as external to the running module
+(a ZeRO-3 run that learns is tested).
 """
 
 from __future__ import annotations
@@ -109,8 +109,6 @@ def build(cfg: TrainConfig, device: torch.device, world_size: int) -> Built:
     config = deepspeed_config(cfg, world_size, device.type)
     groups = param_groups(model, cfg.weight_decay)
     optimizer = client_optimizer(groups, cfg, device) if cfg.optimizer == "torch" else None
-    if cfg.zero_stage == 3:
-        deepspeed.zero.register_external_parameter(model, model.output.weight)
     engine, *_others = deepspeed.initialize(
         model=model, optimizer=optimizer, model_parameters=groups, lr_scheduler=schedule(cfg), config=config
     )

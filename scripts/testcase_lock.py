@@ -39,6 +39,9 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sdist_wheels import SOURCE_BUILDS, build
+
 REPO = Path(__file__).resolve().parents[1]
 LOCK_NAME = "requirements.lock"
 MAKE_COMMAND = "make testcase-locks"
@@ -131,12 +134,17 @@ def resolver_inputs(reqs: list[str]) -> list[str]:
     return out
 
 
-def pip_report(reqs: list[str], workdir: Path) -> dict[str, Any]:
-    """pip's resolution of ``reqs`` for the lab's nodes: its JSON installation report (nothing installed)."""
+def pip_report(reqs: list[str], workdir: Path, find_links: Path | None = None) -> dict[str, Any]:
+    """pip's resolution of ``reqs`` for the lab's nodes: its JSON installation report (nothing installed).
+
+    ``find_links`` holds wheels built here from source-only pins (DeepSpeed): the index has none to offer.
+    """
     report = workdir / "report.json"
     argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--retries", "10"]
     # --target: pip 23 allows --platform/--python-version only with it; the dry run writes nothing there.
     argv += ["--report", str(report), "--target", str(workdir / "target"), *lab_target_args(), *index_args()]
+    if find_links is not None:
+        argv += ["--find-links", str(find_links)]
     subprocess.run([*argv, *reqs], check=True)
     return json.loads(report.read_text())
 
@@ -210,9 +218,18 @@ def pin_for(chosen: tuple[str, str, str, str], published: dict[str, str]) -> Pin
 
 
 def resolve(reqs: list[str], index: str | None) -> list[Pin]:
-    """The hash-pinned closure of ``reqs`` for the lab, sorted by name."""
+    """The hash-pinned closure of ``reqs`` for the lab, sorted by name.
+
+    Pins PyPI has only as source are built first (reproducibly, scripts/sdist_wheels.py), so the lock holds
+    the digest of the very wheel the wheelhouse builds.
+    """
     with tempfile.TemporaryDirectory(prefix="testcase-lock-") as tmp:
-        report = pip_report(resolver_inputs(reqs), Path(tmp))
+        built = Path(tmp) / "built"
+        for req in reqs:
+            name = canonicalize_name(Requirement(req).name)
+            if name in SOURCE_BUILDS:
+                build(req, built, SOURCE_BUILDS[name])
+        report = pip_report(resolver_inputs(reqs), Path(tmp), built if built.is_dir() else None)
     check_markers(report)
     pins = []
     for chosen in chosen_files(report):

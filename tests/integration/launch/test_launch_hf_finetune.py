@@ -121,7 +121,7 @@ def test_a_relaunch_after_a_lost_node_resumes_from_accelerates_checkpoint(slow_w
             assert first.poll() is None, first.communicate()[0][-3000:]
             time.sleep(2)
         subprocess.run(["lxc-stop", "-k", "-n", "ts-compute2"], check=True)
-        out, _ = first.communicate(timeout=600)
+        out, _err = first.communicate(timeout=600)
     finally:
         subprocess.run(["lxc-start", "-n", "ts-compute2", "-d"], check=False)
     assert first.returncode != 0, out[-3000:]

@@ -214,7 +214,7 @@ def torchrun(python: str, summary: Path, *args: str) -> subprocess.Popen[str]:
 
 def finished(proc: subprocess.Popen[str], summary: Path) -> tuple[dict, list[dict]]:
     """The run's summary and its metric lines, after it exited 0."""
-    out, _ = proc.communicate(timeout=900)
+    out, _err = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-4000:]
     lines = [
         json.loads(line.split(" ", 1)[1])

@@ -54,7 +54,6 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]:
         """Ids of the text, without special tokens."""
-        ...
 
 
 class ByteLevel:

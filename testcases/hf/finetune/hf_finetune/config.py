@@ -9,16 +9,14 @@ checked from it here too, before any process group exists.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, ModelConfig, peak_from
+from fsdp_llama.config import MODEL_CONFIGS, ModelConfig, options_parser, parse_options
 
 # Shapes --init-config makes with random weights (pytorch/fsdp's, less the 70B one).
 INIT_CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")
@@ -241,44 +239,17 @@ def shape_from_hf(body: Mapping[str, Any], where: str = "config.json") -> ModelC
     return shape
 
 
-def _word(value: str) -> str:
-    """The launcher's booleans (``True``, ``yes``, ``1``) as ``true``/``false``."""
-    lowered = value.strip().lower()
-    aliases = {"1": "true", "yes": "true", "on": "true", "0": "false", "no": "false", "off": "false"}
-    return aliases.get(lowered, lowered)
-
-
 WORD_FIELDS = ("device", "fsdp", "precision", "gradient_checkpointing", "validate_only")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One ``--kebab-case`` option per field, typed from its default."""
-    parser = argparse.ArgumentParser(
-        description="trainstack hf/finetune: transformers + PEFT LoRA + accelerate"
+    """One ``--kebab-case`` option per field, typed from its default (pytorch/fsdp's plumbing)."""
+    return options_parser(
+        TrainConfig, "trainstack hf/finetune: transformers + PEFT LoRA + accelerate", WORD_FIELDS
     )
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(TrainConfig(), f.name)
-        option = "--" + f.name.replace("_", "-")
-        if f.name == "peak_tflops":
-            parser.add_argument(option, default=None, metavar="TFLOPS", help=f"dense BF16 peak ({PEAK_ENV})")
-        elif f.name in WORD_FIELDS:
-            parser.add_argument(option, type=_word, default=default)
-        else:
-            parser.add_argument(option, type=type(default), default=default)
-    return parser
 
 
 def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> TrainConfig:
     """Parse and check every rule; a broken one exits with status 2 and its message (argparse's way)."""
     env = os.environ if environ is None else environ
-    parser = build_parser()
-    namespace = parser.parse_args(argv)
-    try:
-        namespace.peak_tflops = peak_from(namespace.peak_tflops, env)
-        cfg = TrainConfig(**vars(namespace))
-        cfg.validate()
-    except ValueError as err:
-        parser.error(str(err))
-    if cfg.peak_tflops is not None and not (math.isfinite(cfg.peak_tflops) and cfg.peak_tflops > 0):
-        parser.error(f"--peak-tflops must be a finite number > 0, got {cfg.peak_tflops!r}")
-    return cfg
+    return parse_options(build_parser(), TrainConfig, argv, env, TrainConfig.validate)

@@ -10,8 +10,11 @@ import argparse
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Self, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,42 @@ PRECISIONS = ("bf16", "fp8")
 FP8_RECIPES = ("tensorwise", "rowwise")
 
 
+Rule = tuple[bool, str]
+DEVICES = ("auto", "cpu", "cuda")
+BOOLEAN = ("true", "false")
+
+
+def option(name: str) -> str:
+    """The command-line spelling of a field (``batch_size`` is ``--batch-size``)."""
+    return "--" + name.replace("_", "-")
+
+
+def auto_degree(value: str, world_size: int, others: int) -> int:
+    """A parallel degree, ``auto`` or a number; ``auto`` takes every process the other degrees leave over."""
+    return max(1, world_size // others) if value == "auto" else int(value)
+
+
+def world_size(environ: Mapping[str, str]) -> int:
+    """torchrun's ``WORLD_SIZE``; a plain ``python`` start is one process."""
+    return int(environ.get("WORLD_SIZE", "1"))
+
+
 @dataclass
-class TrainConfig:
-    """Everything one run needs; defaults are the tiny CPU smoke run the lab demo launches."""
+class LlamaRunConfig:
+    """The options every Llama test case shares (run length, schedule, data, checkpoints, metrics), no torch.
+
+    Why one base: each case (pytorch/fsdp, deepspeed/zero3, jax/llama, torchtitan/llama, megatron/gpt)
+    trains the same shapes on the same schedule and writes the same summary, so a rule such as
+    ``--checkpoint-every needs --checkpoint-dir`` is stated once and refused with the same words everywhere.
+    A case adds its own fields and returns its rule groups from :meth:`rule_groups`; ``validate`` raises the
+    first broken rule. Nothing here imports torch: jax/llama and the launcher's ``--validate-only`` read it.
+    """
+
+    # The shapes a case offers (names in MODEL_CONFIGS), its ``--help`` line, and the string fields whose
+    # value goes through the launcher's boolean spelling (None: every string field).
+    CONFIGS: ClassVar[tuple[str, ...]] = tuple(sorted(MODEL_CONFIGS))
+    DESCRIPTION: ClassVar[str] = "trainstack: a Llama-3 decoder"
+    WORD_FIELDS: ClassVar[frozenset[str] | None] = None
 
     config: str = "tiny"
     steps: int = 20
@@ -127,24 +163,10 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     warmup_steps: int = 2
     weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
     grad_clip: float = 1.0
     seed: int = 1234
     data: str = "synthetic"
     device: str = "auto"
-    mixed_precision: str = "auto"
-    precision: str = "bf16"
-    fp8_recipe: str = "tensorwise"
-    master_dtype: str = "fp32"
-    reshard_after_forward: str = "auto"
-    fsdp: str = "auto"
-    compile: str = "auto"
-    compile_tuning: str = "default"
-    ac: str = "none"
-    attn_backend: str = "auto"
-    loss_chunk_tokens: int = 4096
-    loss_kernel: str = "auto"
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     summary_json: str = ""
@@ -157,70 +179,123 @@ class TrainConfig:
         """The named shape; unknown names were already rejected by :meth:`validate`."""
         return MODEL_CONFIGS[self.config]
 
-    def validate(self) -> None:
-        """Reject bad values with the CLI option named, before a process group or a model exists."""
-        if self.config not in MODEL_CONFIGS:
-            raise ValueError(f"--config {self.config!r} is unknown; choose one of {sorted(MODEL_CONFIGS)}")
-        checks: list[tuple[bool, str]] = [
-            (self.steps >= 1, f"--steps must be >= 1, got {self.steps}"),
-            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
-            (self.seq_len >= 2, f"--seq-len must be >= 2, got {self.seq_len}"),
+    def at_least(self, name: str, low: float) -> Rule:
+        """``--name`` must be ``>= low`` (a count, a degree, a step number)."""
+        value = getattr(self, name)
+        return value >= low, f"{option(name)} must be >= {low}, got {value}"
+
+    def one_of(self, name: str, choices: Sequence[object]) -> Rule:
+        """``--name`` must be one of the given words."""
+        value = getattr(self, name)
+        return value in choices, f"{option(name)} must be one of {tuple(choices)}, got {value!r}"
+
+    def flag_rules(self, *names: str) -> list[Rule]:
+        """Each named option must be ``true`` or ``false`` (after the launcher's spelling was normalised)."""
+        return [(getattr(self, name) in BOOLEAN, f"{option(name)} must be true or false") for name in names]
+
+    def degree_rule(self, name: str) -> Rule:
+        """A parallel degree: ``auto`` or a whole number >= 1."""
+        value = getattr(self, name)
+        ok = value == "auto" or (value.isdigit() and int(value) >= 1)
+        return ok, f"{option(name)} must be auto or a degree >= 1, got {value!r}"
+
+    def run_rules(self) -> list[Rule]:
+        """The run's length, batch shape and learning-rate schedule, as every case checks them."""
+        limit = self.model.max_seq_len
+        return [
+            self.at_least("steps", 1),
+            self.at_least("batch_size", 1),
+            self.at_least("seq_len", 2),
+            (self.seq_len <= limit, f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {limit}"),
             (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
             (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
-            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
-            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
-            (self.loss_chunk_tokens >= 1, f"--loss-chunk-tokens must be >= 1, got {self.loss_chunk_tokens}"),
-            (
-                self.loss_kernel in LOSS_KERNEL_CHOICES,
-                f"--loss-kernel must be one of {LOSS_KERNEL_CHOICES}, got {self.loss_kernel!r}",
-            ),
-            (self.ac in AC_MODES, f"--ac must be one of {AC_MODES}, got {self.ac!r}"),
-            (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),
-            (self.device in ("auto", "cpu", "cuda"), f"--device must be auto, cpu or cuda: {self.device!r}"),
-            (
-                self.mixed_precision in ("auto", "bf16", "fp32"),
-                f"--mixed-precision must be auto, bf16 or fp32, got {self.mixed_precision!r}",
-            ),
-            (
-                self.precision in PRECISIONS,
-                f"--precision must be one of {PRECISIONS}, got {self.precision!r}",
-            ),
-            (
-                self.fp8_recipe in FP8_RECIPES,
-                f"--fp8-recipe must be one of {FP8_RECIPES}, got {self.fp8_recipe!r}",
-            ),
-            (
-                not (self.precision == "fp8" and self.mixed_precision == "fp32"),
-                "--precision fp8 computes around bf16: it cannot be combined with --mixed-precision fp32",
-            ),
-            (
-                self.master_dtype in ("fp32", "bf16"),
-                f"--master-dtype must be fp32 or bf16: {self.master_dtype}",
-            ),
-            (
-                self.reshard_after_forward in ("auto", "true", "false"),
-                "--reshard-after-forward must be auto, true or false",
-            ),
-            (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
-            (
-                self.compile_tuning in COMPILE_TUNINGS,
-                f"--compile-tuning must be one of {COMPILE_TUNINGS}, got {self.compile_tuning!r}",
-            ),
-            (self.fsdp in ("auto", "true", "false"), "--fsdp must be auto, true or false"),
+            self.at_least("warmup_steps", 0),
+        ]
+
+    def clip_rule(self) -> Rule:
+        """Clipping to a norm of 0 (or below) would zero every update."""
+        return self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"
+
+    def checkpoint_rules(self) -> list[Rule]:
+        """Periodic checkpoints need a directory to go to."""
+        return [
+            self.at_least("checkpoint_every", 0),
             (
                 not (self.checkpoint_every and not self.checkpoint_dir),
                 "--checkpoint-every needs --checkpoint-dir",
             ),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+
+    def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
+        """The case's rules in groups, in order: a later group may read what an earlier one has checked."""
+        del world_size, environ  # the shared rules read neither; a case's own groups may
+        return [self.run_rules, self.checkpoint_rules]
+
+    def validate(self, world_size: int = 1, environ: Mapping[str, str] | None = None) -> None:
+        """Reject bad values with the option named, before a process group or a model exists."""
+        if self.config not in self.CONFIGS:
+            raise ValueError(f"--config {self.config!r} is unknown; choose one of {list(self.CONFIGS)}")
+        for group in self.rule_groups(world_size, {} if environ is None else environ):
+            for ok, message in group():
+                if not ok:
+                    raise ValueError(message)
         if self.peak_tflops is not None and not _positive_finite(self.peak_tflops):
             raise ValueError(f"--peak-tflops must be a finite number > 0, got {self.peak_tflops!r}")
-        if self.seq_len > self.model.max_seq_len:
-            limit = self.model.max_seq_len
-            raise ValueError(f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {limit}")
-        self.model.validate()
+
+    @classmethod
+    def build_parser(cls) -> argparse.ArgumentParser:
+        """One ``--kebab-case`` option per field, typed from the field's default."""
+        return options_parser(cls, cls.DESCRIPTION, cls.WORD_FIELDS)
+
+    @classmethod
+    def parse(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Self:
+        """Parse and check every rule; a broken one exits with status 2 and its message (argparse's way)."""
+        env = os.environ if environ is None else environ
+        return parse_options(
+            cls.build_parser(), cls, argv, env, lambda cfg: cfg.validate(world_size(env), env)
+        )
+
+
+def options_parser(
+    config_type: type, description: str, word_fields: Collection[str] | None = None
+) -> argparse.ArgumentParser:
+    """One ``--kebab-case`` option per dataclass field, typed from its default.
+
+    ``--peak-tflops`` is read as text and checked by :func:`peak_from`, so the message names the option or the
+    variable. ``word_fields`` (None: every string field) take the launcher's boolean spelling.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    defaults = config_type()
+    for f in dataclasses.fields(config_type):
+        default = getattr(defaults, f.name)
+        words = isinstance(default, str) if word_fields is None else f.name in word_fields
+        if f.name == "peak_tflops":
+            parser.add_argument(
+                option(f.name), default=None, metavar="TFLOPS", help=f"dense BF16 peak per GPU ({PEAK_ENV})"
+            )
+        elif words:
+            parser.add_argument(option(f.name), type=_bool_word, default=default)
+        else:
+            parser.add_argument(option(f.name), type=type(default), default=default)
+    return parser
+
+
+def parse_options(
+    parser: argparse.ArgumentParser,
+    config_type: Callable[..., T],
+    argv: Sequence[str] | None,
+    environ: Mapping[str, str],
+    check: Callable[[T], object],
+) -> T:
+    """Parse, resolve the peak and check; a refusal exits with status 2 and its message (argparse's way)."""
+    namespace = parser.parse_args(argv)
+    try:
+        namespace.peak_tflops = peak_from(namespace.peak_tflops, environ)
+        cfg = config_type(**vars(namespace))
+        check(cfg)
+    except ValueError as err:
+        parser.error(str(err))
+    return cfg
 
 
 def _bool_word(value: str) -> str:
@@ -255,32 +330,74 @@ def peak_from(given: str | None, environ: Mapping[str, str]) -> float | None:
     return value
 
 
+@dataclass
+class TrainConfig(LlamaRunConfig):
+    """pytorch/fsdp's run; defaults are the tiny CPU smoke run the lab demo launches."""
+
+    DESCRIPTION: ClassVar[str] = "trainstack pytorch/fsdp: Llama decoder with FSDP2"
+    WORD_FIELDS: ClassVar[frozenset[str] | None] = frozenset({"compile", "reshard_after_forward", "fsdp"})
+
+    beta1: float = 0.9
+    beta2: float = 0.95
+    mixed_precision: str = "auto"
+    precision: str = "bf16"
+    fp8_recipe: str = "tensorwise"
+    master_dtype: str = "fp32"
+    reshard_after_forward: str = "auto"
+    fsdp: str = "auto"
+    compile: str = "auto"
+    compile_tuning: str = "default"
+    ac: str = "none"
+    attn_backend: str = "auto"
+    loss_chunk_tokens: int = 4096
+    loss_kernel: str = "auto"
+
+    def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
+        """The shared rules, then the loss's, the kernels', the precision's and FSDP's."""
+        del world_size, environ  # one process or many, the same rules
+        return [self.run_rules, self.checkpoint_rules, self._value_rules]
+
+    def _value_rules(self) -> list[Rule]:
+        return [
+            self.at_least("loss_chunk_tokens", 1),
+            self.one_of("loss_kernel", LOSS_KERNEL_CHOICES),
+            self.one_of("ac", AC_MODES),
+            (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),
+            (self.device in DEVICES, f"--device must be auto, cpu or cuda: {self.device!r}"),
+            (
+                self.mixed_precision in ("auto", "bf16", "fp32"),
+                f"--mixed-precision must be auto, bf16 or fp32, got {self.mixed_precision!r}",
+            ),
+            self.one_of("precision", PRECISIONS),
+            self.one_of("fp8_recipe", FP8_RECIPES),
+            (
+                not (self.precision == "fp8" and self.mixed_precision == "fp32"),
+                "--precision fp8 computes around bf16: it cannot be combined with --mixed-precision fp32",
+            ),
+            (
+                self.master_dtype in ("fp32", "bf16"),
+                f"--master-dtype must be fp32 or bf16: {self.master_dtype}",
+            ),
+            (
+                self.reshard_after_forward in ("auto", *BOOLEAN),
+                "--reshard-after-forward must be auto, true or false",
+            ),
+            (self.compile in ("auto", *BOOLEAN), "--compile must be auto, true or false"),
+            self.one_of("compile_tuning", COMPILE_TUNINGS),
+            (self.fsdp in ("auto", *BOOLEAN), "--fsdp must be auto, true or false"),
+        ]
+
+    def validate(self, world_size: int = 1, environ: Mapping[str, str] | None = None) -> None:
+        """The rules, then the shape's own (heads against width), each with the offending value named."""
+        super().validate(world_size, environ)
+        self.model.validate()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """One ``--kebab-case`` option per :class:`TrainConfig` field, typed from the field's default."""
-    parser = argparse.ArgumentParser(description="trainstack pytorch/fsdp: Llama decoder with FSDP2")
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(TrainConfig(), f.name)
-        kind = type(default)
-        option = "--" + f.name.replace("_", "-")
-        if f.name == "peak_tflops":
-            # Read as text and checked by peak_from, so the message names the option or the variable.
-            parser.add_argument(
-                option, default=None, metavar="TFLOPS", help=f"dense BF16 peak per GPU ({PEAK_ENV})"
-            )
-        elif f.name in ("compile", "reshard_after_forward", "fsdp"):
-            parser.add_argument(option, type=_bool_word, default=default)
-        else:
-            parser.add_argument(option, type=kind, default=default)
-    return parser
+    """pytorch/fsdp's options (the launcher reads them from ``--help``)."""
+    return TrainConfig.build_parser()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     """Parse and validate; argparse itself names an unknown option and exits with status 2."""
-    namespace = build_parser().parse_args(argv)
-    try:
-        namespace.peak_tflops = peak_from(namespace.peak_tflops, os.environ)
-        cfg = TrainConfig(**vars(namespace))
-        cfg.validate()
-    except ValueError as err:
-        build_parser().error(str(err))
-    return cfg
+    return TrainConfig.parse(argv, os.environ)

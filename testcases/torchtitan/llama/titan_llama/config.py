@@ -8,13 +8,11 @@ submits anything, so both must answer in a fraction of a second and must not nee
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
-from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, ModelConfig, peak_from
+from fsdp_llama.config import BOOLEAN, DEVICES, LlamaRunConfig, Rule, auto_degree
 
 # The shapes this case offers: pytorch/fsdp's, less the 70B one (nothing here has been sized for it).
 CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")
@@ -25,21 +23,12 @@ GPU_ARCH_ENV = "TRAINSTACK_GPU_ARCH"
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(LlamaRunConfig):
     """One run; the defaults are the tiny CPU run the manifest launches."""
 
-    config: str = "tiny"
-    steps: int = 20
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 2
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1234
-    data: str = "synthetic"
-    device: str = "auto"
+    CONFIGS: ClassVar[tuple[str, ...]] = CONFIGS
+    DESCRIPTION: ClassVar[str] = "trainstack torchtitan/llama: torchtitan's Llama-3"
+
     fsdp: str = "auto"
     tp: int = 1
     pp: int = 1
@@ -47,75 +36,42 @@ class TrainConfig:
     ac: str = "none"
     precision: str = "bf16"
     fp8_recipe: str = "tensorwise"
-    checkpoint_dir: str = ""
-    checkpoint_every: int = 0
-    summary_json: str = ""
-    metric_warmup_steps: int = 3
-    max_steps_this_run: int = 0
-    peak_tflops: float | None = None
     validate_only: str = "false"
-
-    @property
-    def model(self) -> ModelConfig:
-        """The named shape (validated first)."""
-        return MODEL_CONFIGS[self.config]
 
     def fsdp_degree(self, world_size: int) -> int:
         """``auto``: every rank that tensor and pipeline parallelism leave over shards the weights."""
-        if self.fsdp == "auto":
-            return max(1, world_size // (self.tp * self.pp))
-        return int(self.fsdp)
+        return auto_degree(self.fsdp, world_size, self.tp * self.pp)
 
-    def validate(self, world_size: int, environ: Mapping[str, str]) -> None:
-        """Each rule with the option it constrains named; the first one broken is raised."""
-        if self.config not in CONFIGS:
-            raise ValueError(f"--config {self.config!r} is unknown; choose one of {list(CONFIGS)}")
-        for ok, message in self._value_rules():
-            if not ok:
-                raise ValueError(message)
-        for ok, message in self._parallel_rules(world_size):
-            if not ok:
-                raise ValueError(message)
-        refusal = fp8_refusal(self, environ)
-        if refusal:
-            raise ValueError(refusal)
-
-    def _value_rules(self) -> list[tuple[bool, str]]:
+    def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
+        """The shared rules and this case's values, then the degrees against the world, then float8's GPU."""
         return [
-            (self.steps >= 1, f"--steps must be >= 1, got {self.steps}"),
-            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
-            (self.seq_len >= 2, f"--seq-len must be >= 2, got {self.seq_len}"),
-            (
-                self.seq_len <= self.model.max_seq_len,
-                f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {self.model.max_seq_len}",
-            ),
-            (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
-            (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
-            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
-            (self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"),
-            (self.device in ("auto", "cpu", "cuda"), f"--device must be auto, cpu or cuda: {self.device!r}"),
-            (self.compile in ("auto", "true", "false"), "--compile must be auto, true or false"),
-            (self.ac in AC_MODES, f"--ac must be one of {AC_MODES}, got {self.ac!r}"),
-            (
-                self.precision in PRECISIONS,
-                f"--precision must be one of {PRECISIONS}, got {self.precision!r}",
-            ),
-            (self.fp8_recipe in FP8_RECIPES, f"--fp8-recipe must be one of {FP8_RECIPES}"),
-            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
-            (
-                not (self.checkpoint_every and not self.checkpoint_dir),
-                "--checkpoint-every needs --checkpoint-dir",
-            ),
-            (
-                self.fsdp == "auto" or (self.fsdp.isdigit() and int(self.fsdp) >= 1),
-                f"--fsdp must be auto or a degree >= 1, got {self.fsdp!r}",
-            ),
-            (self.tp >= 1, f"--tp must be >= 1, got {self.tp}"),
-            (self.pp >= 1, f"--pp must be >= 1, got {self.pp}"),
-            (self.validate_only in ("true", "false"), "--validate-only must be true or false"),
+            self.run_rules,
+            self._value_rules,
+            self.checkpoint_rules,
+            self._degree_rules,
+            lambda: self._parallel_rules(world_size),
+            lambda: [(False, refusal)] if (refusal := fp8_refusal(self, environ)) else [],
         ]
 
-    def _parallel_rules(self, world: int) -> list[tuple[bool, str]]:
+    def _value_rules(self) -> list[Rule]:
+        return [
+            self.clip_rule(),
+            (self.device in DEVICES, f"--device must be auto, cpu or cuda: {self.device!r}"),
+            (self.compile in ("auto", *BOOLEAN), "--compile must be auto, true or false"),
+            self.one_of("ac", AC_MODES),
+            self.one_of("precision", PRECISIONS),
+            (self.fp8_recipe in FP8_RECIPES, f"--fp8-recipe must be one of {FP8_RECIPES}"),
+        ]
+
+    def _degree_rules(self) -> list[Rule]:
+        return [
+            self.degree_rule("fsdp"),
+            self.at_least("tp", 1),
+            self.at_least("pp", 1),
+            *self.flag_rules("validate_only"),
+        ]
+
+    def _parallel_rules(self, world: int) -> list[Rule]:
         """The degrees against the shape and the world (processes of the job), torchtitan's constraints."""
         shape, tp, pp = self.model, self.tp, self.pp
         fsdp = self.fsdp_degree(world)
@@ -173,44 +129,11 @@ def fp8_refusal(cfg: TrainConfig, environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def _word(value: str) -> str:
-    """The launcher's booleans (``True``, ``yes``, ``1``) as ``true``/``false``."""
-    lowered = value.strip().lower()
-    aliases = {"1": "true", "yes": "true", "on": "true", "0": "false", "no": "false", "off": "false"}
-    return aliases.get(lowered, lowered)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """One ``--kebab-case`` option per field, typed from its default."""
-    parser = argparse.ArgumentParser(description="trainstack torchtitan/llama: torchtitan's Llama-3")
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(TrainConfig(), f.name)
-        option = "--" + f.name.replace("_", "-")
-        if f.name == "peak_tflops":
-            parser.add_argument(option, default=None, metavar="TFLOPS", help=f"dense BF16 peak ({PEAK_ENV})")
-        elif isinstance(default, str):
-            parser.add_argument(option, type=_word, default=default)
-        else:
-            parser.add_argument(option, type=type(default), default=default)
-    return parser
-
-
-def world_size(environ: Mapping[str, str]) -> int:
-    """torchrun's ``WORLD_SIZE``; a plain ``python`` start is one process."""
-    return int(environ.get("WORLD_SIZE", "1"))
+    """This case's options (the launcher reads them from ``--help``)."""
+    return TrainConfig.build_parser()
 
 
 def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> TrainConfig:
-    """Parse and check every rule; a broken one exits with status 2 and its message (argparse's way)."""
-    env = os.environ if environ is None else environ
-    parser = build_parser()
-    namespace = parser.parse_args(argv)
-    try:
-        namespace.peak_tflops = peak_from(namespace.peak_tflops, env)
-        cfg = TrainConfig(**vars(namespace))
-        cfg.validate(world_size(env), env)
-    except ValueError as err:
-        parser.error(str(err))
-    if cfg.peak_tflops is not None and not (math.isfinite(cfg.peak_tflops) and cfg.peak_tflops > 0):
-        parser.error(f"--peak-tflops must be a finite number > 0, got {cfg.peak_tflops!r}")
-    return cfg
+    """Parse and check every rule (the degrees against ``WORLD_SIZE``); a broken one exits with status 2."""
+    return TrainConfig.parse(argv, environ)

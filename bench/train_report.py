@@ -8,7 +8,7 @@ the committed file. Standard library only, except matplotlib for the plot.
     python3 bench/train_report.py table bench/results/train_throughput_llama3_2_1b.json   # Markdown
     python3 bench/train_report.py plot RESULT.json OUT.png
     python3 bench/train_report.py energy RESULT.json GPU_CLOCKS.csv   # JSON: watts, joules per step, tokens/J
-    python3 bench/train_report.py testcases-collect DIR OUT.json   # the test cases' summaries in one JSON
+    python3 bench/train_report.py testcases-collect DIR OUT.json [RUN...]   # the runs' summaries in one JSON
     python3 bench/train_report.py testcases RESULT.json            # Markdown: the test cases side by side
 """
 
@@ -169,49 +169,62 @@ def energy(document: dict[str, Any], samples: list[tuple[float, float, float]]) 
     return rows
 
 
-# The runs that bench/gpu/measure.sh's testcases part leaves in its directory: summary file, label.
+# The runs that bench/gpu/measure.sh's side-by-side parts leave in their directory: summary file, label.
 TESTCASE_RUNS = {
     "fsdp_direct": ("pytorch/fsdp", "entrypoint started directly"),
     "titan_direct": ("torchtitan/llama", "entrypoint started directly"),
     "titan_launched": ("torchtitan/llama", "launch_training, local launcher (torchrun)"),
-    "megatron_direct": ("megatron/gpt", "entrypoint started directly"),
+    "megatron_direct": ("megatron/gpt", "entrypoint started directly, `--recompute selective`"),
     "megatron_launched": ("megatron/gpt", "launch_training, local launcher (torchrun)"),
+    "ds_zero2_direct": ("deepspeed/zero3", "entrypoint started directly, `--zero-stage 2`"),
+    "ds_zero3_direct": ("deepspeed/zero3", "entrypoint started directly, `--zero-stage 3`"),
+    "hf_direct": ("hf/finetune", "entrypoint started directly, LoRA rank 16 on every projection"),
+    "jax_direct": ("jax/llama", "entrypoint started directly"),
 }
+# The runs of the first side-by-side part, collected when a call names none.
+DEFAULT_RUNS = ("fsdp_direct", "titan_direct", "titan_launched", "megatron_direct", "megatron_launched")
+BASE_RUN = "fsdp_direct"
 SUMMARY_KEYS = (
     "testcase", "steps", "first_loss", "final_loss", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_mem_gb",
-    "elapsed_s", "params", "flops_per_token", "peak_tflops", "compile", "torch", "torchtitan", "gpu_model",
-    "megatron_core", "layer_spec", "optional_kernels", "recompute",
+    "elapsed_s", "params", "trainable_params", "flops_per_token", "peak_tflops", "compile", "precision",
+    "torch", "gpu_model", "torchtitan", "megatron_core", "layer_spec", "optional_kernels", "recompute",
+    "deepspeed", "zero_stage", "jit_ops", "transformers", "accelerate", "peft", "lora_rank",
+    "eval_loss_before", "eval_loss", "jax", "attention",
 )  # fmt: skip
 
 
-def collect_testcases(directory: Path) -> dict[str, Any]:
-    """One JSON from the runs' summaries and the parity check; a missing run is recorded as such."""
+def collect_testcases(directory: Path, names: tuple[str, ...] = DEFAULT_RUNS) -> dict[str, Any]:
+    """One JSON from the named runs' summaries and the checks beside them; a missing run is recorded as such.
+
+    Every run is compared with ``fsdp_direct`` (``<run>_vs_fsdp``), and a launched run with the same case
+    started directly (``<case>_launch_path_cost``), so one call's JSON holds the ratios the docs quote.
+    """
     runs = []
-    for name, (testcase, how) in TESTCASE_RUNS.items():
+    for name in names:
+        testcase, how = TESTCASE_RUNS[name]
         path = directory / f"{name}.json"
         row: dict[str, Any] = {"name": name, "testcase": testcase, "started_by": how, "ok": path.is_file()}
         if path.is_file():
             summary = json.loads(path.read_text(encoding="utf-8"))
-            row.update({key: summary.get(key) for key in SUMMARY_KEYS})
+            row.update({key: summary[key] for key in SUMMARY_KEYS if key in summary})
         runs.append(row)
     rates = {row["name"]: row.get("tokens_per_s") for row in runs}
-    direct, launched = rates.get("titan_direct"), rates.get("titan_launched")
-    parity = directory / "parity.json"
-    megatron_parity = directory / "megatron_parity.json"
-    return {
+    document: dict[str, Any] = {
         "benchmark": "testcases_side_by_side",
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "runs": runs,
-        "launch_path_cost": (1 - launched / direct) if direct and launched else None,
-        "titan_vs_fsdp": (direct / rates["fsdp_direct"]) if direct and rates.get("fsdp_direct") else None,
-        "megatron_vs_fsdp": _ratio(rates.get("megatron_direct"), rates.get("fsdp_direct")),
-        "megatron_launch_path_cost": _cost(rates.get("megatron_direct"), rates.get("megatron_launched")),
-        "parity": json.loads(parity.read_text(encoding="utf-8")) if parity.is_file() else None,
-        "megatron_parity": (
-            json.loads(megatron_parity.read_text(encoding="utf-8")) if megatron_parity.is_file() else None
-        ),
-        "megatron_resume": resume_check(directory),
     }
+    for name, rate in rates.items():
+        case = name.rsplit("_", 1)[0]
+        if name.endswith("_direct") and name != BASE_RUN:
+            document[f"{case}_vs_fsdp"] = _ratio(rate, rates.get(BASE_RUN))
+        if name.endswith("_launched"):
+            document[f"{case}_launch_path_cost"] = _cost(rates.get(f"{case}_direct"), rate)
+    for key, file in (("parity", "parity.json"), ("megatron_parity", "megatron_parity.json")):
+        if (directory / file).is_file():
+            document[key] = json.loads((directory / file).read_text(encoding="utf-8"))
+    document["resume"] = resume_check(directory)
+    return document
 
 
 def _cost(direct: float | None, launched: float | None) -> float | None:
@@ -235,6 +248,7 @@ def resume_check(directory: Path) -> dict[str, Any] | None:
     pieces = runs["head"]["losses"] + runs["tail"]["losses"]
     diffs = [abs(a - b) for a, b in zip(whole, pieces, strict=False)]
     return {
+        "testcase": runs["tail"].get("testcase"),
         "resumed_from_step": runs["tail"].get("resumed_from_step"),
         "distributed_optimizer": runs["tail"].get("distributed_optimizer"),
         "whole_losses": whole,
@@ -265,15 +279,17 @@ def testcases_table(document: dict[str, Any]) -> str:
             f"{row['final_loss']:.4f} | {row['peak_mem_gb'] or 0:.1f} GB |"
         )
     notes = []
-    if document.get("titan_vs_fsdp") is not None:
-        notes.append(f"torchtitan/llama against pytorch/fsdp: {document['titan_vs_fsdp']:.3f}x tokens/s")
-    if document.get("megatron_vs_fsdp") is not None:
-        notes.append(f"megatron/gpt against pytorch/fsdp: {document['megatron_vs_fsdp']:.3f}x tokens/s")
-    if document.get("launch_path_cost") is not None:
-        notes.append(f"launch path's cost: {100 * document['launch_path_cost']:.1f} % of tokens/s")
-    if document.get("megatron_launch_path_cost") is not None:
-        cost = 100 * document["megatron_launch_path_cost"]
-        notes.append(f"megatron/gpt's launch path's cost: {cost:.1f} % of tokens/s")
+    labels = {row["name"].rsplit("_", 1)[0]: _run_label(row) for row in document["runs"]}
+    for case, label in labels.items():
+        ratio = document.get(f"{case}_vs_fsdp")
+        if ratio is not None:
+            notes.append(f"{label} against pytorch/fsdp: {ratio:.3f}x tokens/s")
+    for case, label in labels.items():
+        # Files written before every case had its own key name torchtitan's `launch_path_cost`.
+        legacy = document.get("launch_path_cost") if case == "titan" else None
+        cost = document.get(f"{case}_launch_path_cost", legacy)
+        if cost is not None:
+            notes.append(f"{label}'s launch path's cost: {100 * cost:.1f} % of tokens/s")
     parity = document.get("parity")
     if parity:
         losses = parity["first_loss"]
@@ -287,6 +303,12 @@ def testcases_table(document: dict[str, Any]) -> str:
     return "\n".join(lines + ([""] + [f"{note}." for note in notes] if notes else []))
 
 
+def _run_label(row: dict[str, Any]) -> str:
+    """A run's name in the notes: its test case, with the setting that tells two runs of one case apart."""
+    stage = row["name"].removeprefix("ds_zero").removesuffix("_direct")
+    return f"{row['testcase']} ZeRO-{stage}" if row["name"].startswith("ds_zero") else row["testcase"]
+
+
 def _megatron_notes(document: dict[str, Any]) -> list[str]:
     """megatron/gpt's first-step losses on pytorch/fsdp's weights, and its resume against the whole run."""
     notes = []
@@ -297,12 +319,16 @@ def _megatron_notes(document: dict[str, Any]) -> list[str]:
             f"difference {row['abs_diff']:.2e} "
             f"({row['tolerance_kind']} tolerance {row['tolerance']:.2e})"
         )
-    resume = document.get("megatron_resume")
+    resume = document.get("resume") or document.get("megatron_resume")
     if resume:
+        how = (
+            ""
+            if resume.get("distributed_optimizer") is None
+            else (f" (distributed optimizer {resume['distributed_optimizer']})")
+        )
         notes.append(
-            f"megatron/gpt resumed at step {resume['resumed_from_step']} (distributed optimizer "
-            f"{resume['distributed_optimizer']}): largest loss difference from the uninterrupted run "
-            f"{resume['max_abs_diff']:.2e}"
+            f"{resume.get('testcase') or 'megatron/gpt'} resumed at step {resume['resumed_from_step']}{how}: "
+            f"largest loss difference from the uninterrupted run {resume['max_abs_diff']:.2e}"
         )
     return notes
 
@@ -310,11 +336,16 @@ def _megatron_notes(document: dict[str, Any]) -> list[str]:
 def main(argv: list[str]) -> int:
     """``table JSON``: the Markdown; ``plot JSON PNG``: the figure; ``energy JSON CSV``: JSON on stdout."""
     usage = {"table": 2, "plot": 3, "energy": 3, "testcases": 2, "testcases-collect": 3}
-    if len(argv) < 2 or usage.get(argv[0]) != len(argv):
+    wanted = usage.get(argv[0], 0) if argv else 0
+    if not wanted or len(argv) < wanted or (len(argv) > wanted and argv[0] != "testcases-collect"):
         print(__doc__, file=sys.stderr)
         return 2
     if argv[0] == "testcases-collect":
-        document = collect_testcases(Path(argv[1]))
+        unknown = sorted(set(argv[3:]) - set(TESTCASE_RUNS))
+        if unknown:
+            print(f"unknown runs {unknown}; known: {sorted(TESTCASE_RUNS)}", file=sys.stderr)
+            return 2
+        document = collect_testcases(Path(argv[1]), tuple(argv[3:]) or DEFAULT_RUNS)
         Path(argv[2]).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(testcases_table(document))
         return 0

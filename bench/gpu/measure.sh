@@ -3,7 +3,8 @@
 # its results under $OUT. The machine needs CUDA torch; Ansible and pytest are installed beside it (see
 # bench/gpu/README.md), from wheels in .whl/ when that directory exists (a machine without network), else
 # from the package index.
-#   bash bench/gpu/measure.sh bench|tests|launch|verify|testcases|megatron... (or all: the first four)   under $OUT
+#   bash bench/gpu/measure.sh PART...   under $OUT; PART: bench tests launch verify (all: these four), or a
+#   side-by-side part: testcases megatron deepspeed hf jax frameworks (see bench/gpu/README.md)
 # Parts are never implied: each takes minutes of GPU time (compilation included), so a bare call runs nothing.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +18,7 @@ LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "
 # The catalog instance type whose GPU this machine has (stacks/instance_types.yml): MFU is measured against its
 # bf16_dense_flops, by the benchmark and by the launched test case alike.
 INSTANCE_TYPE=${TS_INSTANCE_TYPE:-p5en.48xlarge}
-cd "$ROOT"
+cd "$ROOT" || exit 2
 mkdir -p "$OUT"
 
 deps() {
@@ -52,145 +53,175 @@ run_tests() {
   PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
-run_launch() {
-  # The launch playbook's local launcher on this machine, with the machine's own torch (no venv to build).
-  # No training_job_instance_type (the type's EFA settings are not this machine's): the peak goes in as the
-  # variable the launcher would set, ahead of LAUNCH_ARGS so that a training_job_env given there wins.
-  PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
-    -e launch_host=localhost -e ansible_python_interpreter="$PY" \
-    -e training_job_testcase=pytorch/fsdp -e training_job_launcher=local \
-    -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
-    -e training_job_results_dir="$OUT/launch" -e training_job_name=fsdp-1b-h200 -e training_job_timeout=540 \
-    -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\"}}" -e "$LAUNCH_ARGS" \
-    2>&1 | tail -40 | tee "$OUT/launch.txt"
-}
-
-# torchtitan/llama's imports that the machine's Python lacks, from the wheels in $TS_GPU_WHEELS (default .whl), put
-# with --no-deps into their own --target directory, after the machine's own site-packages on the path.
-titan_deps() {
-  local wheels=${TS_GPU_WHEELS:-.whl} missing=() module package
-  for pair in torchtitan:torchtitan==0.2.2 tyro:tyro docstring_parser:docstring-parser typeguard:typeguard \
-      torchdata:torchdata datasets:datasets dill:dill multiprocess:multiprocess xxhash:xxhash \
-      tensorboard:tensorboard absl:absl-py google.protobuf:protobuf tokenizers:tokenizers \
-      huggingface_hub:huggingface_hub dateutil:python-dateutil torchao:torchao==0.17.0; do
-    module=${pair%%:*} package=${pair#*:}
-    "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)" 2>/dev/null ||
-      missing+=("$package")
+# carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, from the wheels in $TS_GPU_WHEELS
+# (default .whl), with --no-deps into $DEPS/NAME, which goes after the machine's site-packages on the path
+# (its torch, CUDA and transformers stay the machine's own).
+carry() {
+  local name=$1 found=${TS_GPU_WHEELS:-.whl} missing=() pair module
+  # shellcheck disable=SC2086 # CARRY's values are lists of words
+  for pair in ${CARRY[$name]}; do
+    module=${pair%%:*}
+    PYTHONPATH="$DEPS/$name" "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)" \
+      2>/dev/null || missing+=("${pair#*:}")
   done
-  echo "torchtitan/llama: installing ${missing[*]:-nothing}" | tee "$OUT/testcases/deps.txt"
+  echo "$name: installing ${missing[*]:-nothing}"
   [ "${#missing[@]}" -eq 0 ] ||
-    "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/titan" "${missing[@]}"
+    "$PY" -m pip install -q --no-deps --no-index --find-links "$found" --target "$DEPS/$name" "${missing[@]}"
 }
 
-# The 1B shape, 8 x 2048, bf16, each case's recommended one-GPU settings (their defaults on a GPU): pytorch/fsdp
-# and torchtitan/llama started directly, torchtitan/llama through the launch playbook (local launcher) for the
-# launch path's cost, and both models' first-step loss on the same weights and batch (bench/testcase_parity.py).
-run_testcases() {
-  local dir="$OUT/testcases" args rc=0
-  mkdir -p "$dir"
-  titan_deps
-  args=(--config llama3_2_1b --batch-size 8 --seq-len 2048 --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4
-        --peak-tflops "$PEAK")
-  "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
-    > "$dir/fsdp_direct.log" 2>&1 || rc=1
-  PYTHONPATH="$DEPS/titan" "$PY" testcases/torchtitan/llama/train.py "${args[@]}" \
-    --summary-json "$dir/titan_direct.json" > "$dir/titan_direct.log" 2>&1 || rc=1
+# What each framework's test case imports beyond torch, numpy and transformers, as MODULE:PACKAGE pairs.
+declare -A CARRY=(
+  [titan]="torchtitan:torchtitan==0.2.2 tyro:tyro docstring_parser:docstring-parser typeguard:typeguard
+    torchdata:torchdata datasets:datasets dill:dill multiprocess:multiprocess xxhash:xxhash
+    tensorboard:tensorboard absl:absl-py google.protobuf:protobuf tokenizers:tokenizers
+    huggingface_hub:huggingface_hub dateutil:python-dateutil torchao:torchao==0.17.0"
+  [megatron]="megatron.core:megatron-core==0.16.1"
+  [deepspeed]="deepspeed:deepspeed==0.19.8 hjson:hjson ninja:ninja msgpack:msgpack cpuinfo:py-cpuinfo
+    einops:einops psutil:psutil pydantic:pydantic pydantic_core:pydantic-core annotated_types:annotated-types
+    typing_inspection:typing-inspection"
+  [hf]="accelerate:accelerate==1.15.0 peft:peft==0.21.2 psutil:psutil"
+  [jax]="optax:optax==0.2.8"
+)
+
+# launch_local TESTCASE NAME RESULTS ARGS_JSON [PYTHONPATH]: the launch playbook's local launcher on this machine
+# with the machine's own Python (no venv to build). No training_job_instance_type (the type's EFA settings are not
+# this machine's): the peak goes in as the variable the launcher would set, ahead of ARGS_JSON so that a
+# training_job_env given there wins.
+launch_local() {
+  local env="{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\"${5:+, \"PYTHONPATH\": \"$5\"}}}"
   PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
     -e launch_host=localhost -e ansible_python_interpreter="$PY" \
-    -e training_job_testcase=torchtitan/llama -e training_job_launcher=local \
+    -e training_job_testcase="$1" -e training_job_launcher=local \
     -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
-    -e training_job_results_dir="$dir/launch" -e training_job_name=titan-1b-h200 -e training_job_timeout=540 \
-    -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\", \"PYTHONPATH\": \"$DEPS/titan\"}}" \
-    -e "{\"training_job_args\": {\"config\": \"llama3_2_1b\", \"batch-size\": 8, \"seq-len\": 2048,
-         \"steps\": ${TS_TESTCASE_STEPS:-30}, \"lr\": 3e-4}}" > "$dir/launch.txt" 2>&1 || rc=1
-  find "$dir/launch" -name summary.json -exec cp {} "$dir/titan_launched.json" \; 2>/dev/null
-  PYTHONPATH="$DEPS/titan" "$PY" bench/testcase_parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 || rc=1
-  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_llama3_2_1b.json" || rc=1
+    -e training_job_results_dir="$3" -e training_job_name="$2" -e training_job_timeout=540 -e "$env" -e "$4"
+}
+
+run_launch() {
+  launch_local pytorch/fsdp fsdp-1b-h200 "$OUT/launch" "$LAUNCH_ARGS" 2>&1 | tail -40 | tee "$OUT/launch.txt"
+}
+
+# The shape every side-by-side run trains: TS_TESTCASE_SHAPE="CONFIG BATCH SEQ" (default the 1B shape, 8 x 2048),
+# TS_TESTCASE_STEPS steps (default 30); a CPU dry run takes "tiny 2 128" and a few steps.
+read -r SHAPE_CONFIG SHAPE_BATCH SHAPE_SEQ <<< "${TS_TESTCASE_SHAPE:-llama3_2_1b 8 2048}"
+SHAPE=(--batch-size "$SHAPE_BATCH" --seq-len "$SHAPE_SEQ" --steps "${TS_TESTCASE_STEPS:-30}")
+
+# run_direct DIR RUN: one test case's entrypoint started directly at the shape above, with its recommended
+# one-GPU settings (each case's GPU defaults unless said), its summary in DIR/RUN_direct.json:
+#   fsdp      pytorch/fsdp: per-block compile, bf16 parameters over fp32 master weights, Triton loss
+#   titan     torchtitan/llama: per-block compile, one process without sharding
+#   megatron  megatron/gpt: TP=PP=DP=1, local layer spec, selective recomputation of core attention (megatron-
+#             core has no fused attention without Transformer Engine; 16 layers x 8 x 32 x 2048 x 2048 scores
+#             do not fit in 141 GB otherwise)
+#   ds_zero2  deepspeed/zero3 at ZeRO stage 2 (DeepSpeed's advice for a model whose states fit on the GPU: on one
+#             GPU nothing is partitioned)      ds_zero3  the same at stage 3, the case's default
+#   hf        hf/finetune: LoRA rank 16, alpha 32, dropout 0.05 on every block projection, lr 2e-4, random
+#             weights made in place at the shape (no download), plain model, no gradient checkpointing
+#   jax       jax/llama: one jitted step, fp32 master weights with bf16 compute, cuDNN's fused attention
+run_direct() {
+  local dir=$1 run=$2 common=("${SHAPE[@]}" --peak-tflops "$PEAK")
+  local model=(--config "$SHAPE_CONFIG" --lr 3e-4) cmd
+  case "$run" in
+    fsdp) cmd=(testcases/pytorch/fsdp/train.py "${model[@]}") ;;
+    titan) carry titan; cmd=(testcases/torchtitan/llama/train.py "${model[@]}") ;;
+    megatron) carry megatron
+      cmd=(testcases/megatron/gpt/train.py "${model[@]}" --recompute selective) ;;
+    ds_zero2 | ds_zero3) carry deepspeed
+      cmd=(testcases/deepspeed/zero3/train.py "${model[@]}" --zero-stage "${run#ds_zero}") ;;
+    hf) carry hf
+      cmd=(testcases/hf/finetune/train.py --init-config "$SHAPE_CONFIG" --lr 2e-4 --lora-rank 16 --lora-alpha 32
+           --lora-dropout 0.05 --lora-targets all-linear) ;;
+    jax) carry jax; cmd=(testcases/jax/llama/train.py "${model[@]}") ;;
+    *) echo "unknown run: $run" >&2; return 2 ;;
+  esac
+  local deps=${run%%_*}
+  [ "$deps" = ds ] && deps=deepspeed
+  # Each run under its own limit, so that one that hangs leaves the others their time.
+  PYTHONPATH="$DEPS/$deps" timeout "${TS_RUN_TIMEOUT_S:-150}" "$PY" "${cmd[@]}" "${common[@]}" \
+    --summary-json "$dir/${run}_direct.json" > "$dir/${run}_direct.log" 2>&1
+}
+
+# resume_check DIR DEPS ENTRYPOINT ARG...: the tiny shape's resume from the case's own checkpoint: one
+# uninterrupted 6-step run beside one stopped after its checkpoint at step 3 (the tiny shape leaves the GPU
+# idle), then the resumed one; train_report.py compares the losses step by step.
+resume_check() {
+  local dir=$1 deps=$2 entry=$3 rc=0 whole
+  shift 3
+  local run=(env PYTHONPATH="$DEPS/$deps" "$PY" "$entry" --config tiny --steps 6 "$@")
+  "${run[@]}" --summary-json "$dir/resume_whole.json" > "$dir/resume_whole.log" 2>&1 & whole=$!
+  "${run[@]}" --checkpoint-dir "$dir/ckpt" --checkpoint-every 3 --max-steps-this-run 3 \
+    --summary-json "$dir/resume_head.json" > "$dir/resume_head.log" 2>&1 || rc=1
+  "${run[@]}" --checkpoint-dir "$dir/ckpt" --checkpoint-every 3 \
+    --summary-json "$dir/resume_tail.json" > "$dir/resume_tail.log" 2>&1 || rc=1
+  wait "$whole" || rc=1
+  rm -rf "$dir/ckpt"
   return "$rc"
 }
 
-# megatron/gpt beside pytorch/fsdp and torchtitan/llama: the 1B shape, 8 x 2048, bf16, each case's recommended
-# one-GPU settings; megatron/gpt's are megatron-core's for attention without Transformer Engine (TP=PP=DP=1,
-# local layer spec, selective recomputation of core attention: the unfused attention's scores are recomputed
-# in the backward pass instead of kept, 16 layers x 8 x 32 x 2048 x 2048 of them do not fit in 141 GB).
-# megatron-core goes from $TS_GPU_WHEELS with --no-deps into its own --target directory (it needs only torch,
-# numpy and packaging, which the machine has). The sub-steps, in the order of TS_MEGATRON_STEPS (default all):
-#   direct    megatron/gpt started directly          launched  the same through launch_training (local)
-#   fsdp      pytorch/fsdp started directly          titan     torchtitan/llama started directly
-#   checks    the tiny shape's resume with the distributed optimizer (6 steps against 3 + 3) and, beside it,
-#             bench/megatron_parity.py (first-step loss against pytorch/fsdp on the same weights and batch)
-# A sub-step that does not fit in what is left of TS_MEGATRON_BUDGET_S (seconds, default unlimited) is skipped
-# and says so; the collected JSON records a missing run as such.
-megatron_step() {
-  local dir=$1 step=$2 args=(--config llama3_2_1b --batch-size 8 --seq-len 2048
-    --steps "${TS_TESTCASE_STEPS:-30}" --lr 3e-4 --peak-tflops "$PEAK")
+# The sub-steps of the side-by-side parts, in the order given; a sub-step that does not fit in what is left of
+# TS_BUDGET_S (seconds, default unlimited) is skipped and says so, and the collected JSON records a missing run
+# as such. What each needs at most, in seconds (measured on the H200, with headroom):
+declare -A NEED=([fsdp]=100 [titan]=75 [megatron]=60 [ds_zero2]=70 [ds_zero3]=70 [hf]=70 [jax]=90
+  [titan_launched]=75 [megatron_launched]=75 [titan_parity]=40 [megatron_checks]=60 [ds_resume]=40)
+
+side_step() {
+  local dir=$1 step=$2
   case "$step" in
-    direct)
-      PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${args[@]}" --recompute selective \
-        --summary-json "$dir/megatron_direct.json" > "$dir/megatron_direct.log" 2>&1 ;;
-    launched)
-      PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
-        -e launch_host=localhost -e ansible_python_interpreter="$PY" \
-        -e training_job_testcase=megatron/gpt -e training_job_launcher=local \
-        -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
-        -e training_job_results_dir="$dir/launch" -e training_job_name=megatron-1b-h200 \
-        -e training_job_timeout=540 \
-        -e "{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\", \"PYTHONPATH\": \"$DEPS/megatron\"}}" \
-        -e "{\"training_job_args\": {\"config\": \"llama3_2_1b\", \"batch-size\": 8, \"seq-len\": 2048,
-             \"steps\": ${TS_TESTCASE_STEPS:-30}, \"lr\": 3e-4, \"recompute\": \"selective\"}}" \
-        > "$dir/launch.txt" 2>&1
-      local rc=$?
-      find "$dir/launch" -name summary.json -exec cp {} "$dir/megatron_launched.json" \; 2>/dev/null
+    titan_launched)
+      launch_local torchtitan/llama titan-1b-h200 "$dir/launch" "$(launched_args)" "$DEPS/titan" \
+        > "$dir/titan_launch.txt" 2>&1 || return 1
+      find "$dir/launch" -path '*titan-1b-h200*' -name summary.json -exec cp {} "$dir/titan_launched.json" \; ;;
+    megatron_launched)
+      launch_local megatron/gpt megatron-1b-h200 "$dir/launch" "$(launched_args recompute selective)" \
+        "$DEPS/megatron" > "$dir/megatron_launch.txt" 2>&1 || return 1
+      find "$dir/launch" -path '*megatron-1b-h200*' -name summary.json -exec cp {} "$dir/megatron_launched.json" \; ;;
+    titan_parity)
+      PYTHONPATH="$DEPS/titan" "$PY" bench/testcase_parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
+    megatron_checks)
+      # megatron-core's distributed optimizer through the resume; the first-step parity runs beside it.
+      PYTHONPATH="$DEPS/megatron" "$PY" bench/megatron_parity.py --output "$dir/megatron_parity.json" \
+        > "$dir/megatron_parity.log" 2>&1 & local parity=$! rc=0
+      resume_check "$dir" megatron testcases/megatron/gpt/train.py --distributed-optimizer true || rc=1
+      wait "$parity" || rc=1
       return "$rc" ;;
-    fsdp)
-      "$PY" testcases/pytorch/fsdp/train.py "${args[@]}" --summary-json "$dir/fsdp_direct.json" \
-        > "$dir/fsdp_direct.log" 2>&1 ;;
-    titan)
-      titan_deps
-      PYTHONPATH="$DEPS/titan" "$PY" testcases/torchtitan/llama/train.py "${args[@]}" \
-        --summary-json "$dir/titan_direct.json" > "$dir/titan_direct.log" 2>&1 ;;
-    checks) megatron_checks "$dir" ;;
-    *) echo "unknown megatron step: $step" >&2; return 2 ;;
+    ds_resume) resume_check "$dir" deepspeed testcases/deepspeed/zero3/train.py --zero-stage 3 ;;
+    *) run_direct "$dir" "$step" ;;
   esac
 }
 
-# The resume: one uninterrupted 6-step run and one stopped after its checkpoint at step 3 run side by side
-# (the tiny shape leaves the GPU idle), then the resumed one; the parity check runs beside the first two.
-megatron_checks() {
-  local dir=$1 ckpt="$1/ckpt" common=(--config tiny --steps 6 --distributed-optimizer true) rc=0 pids=()
-  local run=(env PYTHONPATH="$DEPS/megatron" "$PY" testcases/megatron/gpt/train.py "${common[@]}")
-  "${run[@]}" --summary-json "$dir/resume_whole.json" > "$dir/resume_whole.log" 2>&1 & pids+=($!)
-  "${run[@]}" --checkpoint-dir "$ckpt" --checkpoint-every 3 --max-steps-this-run 3 \
-    --summary-json "$dir/resume_head.json" > "$dir/resume_head.log" 2>&1 & pids+=($!)
-  PYTHONPATH="$DEPS/megatron" "$PY" bench/megatron_parity.py --output "$dir/megatron_parity.json" \
-    > "$dir/megatron_parity.log" 2>&1 & pids+=($!)
-  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-  "${run[@]}" --checkpoint-dir "$ckpt" --checkpoint-every 3 --summary-json "$dir/resume_tail.json" \
-    > "$dir/resume_tail.log" 2>&1 || rc=1
-  return "$rc"
+# The launched runs' arguments: the shape above, plus KEY VALUE pairs.
+launched_args() {
+  local extra=""
+  while [ "$#" -ge 2 ]; do extra+=", \"$1\": \"$2\""; shift 2; done
+  printf '{"training_job_args": {"config": "%s", "batch-size": %s, "seq-len": %s, "steps": %s, "lr": 3e-4%s}}' \
+    "$SHAPE_CONFIG" "$SHAPE_BATCH" "$SHAPE_SEQ" "${TS_TESTCASE_STEPS:-30}" "$extra"
 }
 
-run_megatron() {
-  local dir="$OUT/megatron" wheels=${TS_GPU_WHEELS:-.whl} rc=0 step started left status
-  local budget=${TS_MEGATRON_BUDGET_S:-0}
-  # What each sub-step needs at most, in seconds (measured on the H200, with headroom), for the budget.
-  declare -A need=([direct]=60 [launched]=75 [fsdp]=100 [titan]=75 [checks]=60)
-  mkdir -p "$dir" "$OUT/testcases"
-  PYTHONPATH="$DEPS/megatron" "$PY" -c "import megatron.core" 2>/dev/null ||
-    "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/megatron" megatron-core==0.16.1
-  for step in ${TS_MEGATRON_STEPS:-direct launched fsdp titan checks}; do
-    left=$((budget - SECONDS))
-    if [ "$budget" -gt 0 ] && [ "$left" -lt "${need[$step]:-0}" ]; then
-      echo "megatron: skipped $step (${left}s left of ${budget}s, it needs ${need[$step]:-0}s)" | tee -a "$dir/steps.txt"
+# side_by_side NAME STEP...: the steps under $OUT/NAME (TS_STEPS replaces the list), then one JSON of them all,
+# $OUT/NAME/testcases_NAME.json, rendered by bench/train_report.py testcases.
+side_by_side() {
+  local name=$1 dir="$OUT/$1" rc=0 step started left status runs=()
+  shift
+  local -a steps
+  [ -n "${TS_STEPS:-}" ] && read -r -a steps <<< "$TS_STEPS" && set -- "${steps[@]}"
+  mkdir -p "$dir"
+  for step in "$@"; do
+    left=$((${TS_BUDGET_S:-0} - SECONDS))
+    if [ "${TS_BUDGET_S:-0}" -gt 0 ] && [ "$left" -lt "${NEED[$step]:-0}" ]; then
+      echo "$name: skipped $step (${left}s left of ${TS_BUDGET_S}s, it needs ${NEED[$step]:-0}s)" | tee -a "$dir/steps.txt"
       continue
     fi
     started=$SECONDS
-    megatron_step "$dir" "$step"
+    side_step "$dir" "$step"
     status=$?
     [ "$status" -eq 0 ] || rc=1
-    echo "megatron: $step rc=$status in $((SECONDS - started))s" | tee -a "$dir/steps.txt"
+    echo "$name: $step rc=$status in $((SECONDS - started))s" | tee -a "$dir/steps.txt"
+    case "$step" in
+      *_launched) runs+=("$step") ;;
+      *_parity | *_checks | *_resume) ;;
+      *) runs+=("${step}_direct") ;;
+    esac
   done
-  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_megatron.json" || rc=1
+  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_$name.json" "${runs[@]}" || rc=1
   return "$rc"
 }
 
@@ -208,14 +239,19 @@ run_verify() {
 }
 
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|all..." >&2
+  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
-# Only the parts that run Ansible or pytest need them (megatron's launched sub-step runs Ansible).
-[ "$*" = megatron ] && [[ " ${TS_MEGATRON_STEPS:-launched} " != *" launched "* ]] || deps "$@"
+# Only the parts that run Ansible or pytest need them: tests, launch, verify and the launched sub-steps.
+needs_tools() {
+  local chosen=${TS_STEPS:-}
+  [ -z "$chosen" ] && [[ " $* " =~ \ (testcases|megatron)\  ]] && chosen=_launched
+  [[ " $* " =~ \ (tests|launch|verify|all)\  || "$chosen" == *_launched* ]]
+}
+needs_tools "$@" && deps "$@"
 [ "$*" = all ] && set -- tests bench launch verify
 status=0
 for part in "$@"; do
@@ -223,9 +259,13 @@ for part in "$@"; do
     bench) run_bench || status=1 ;;
     tests) run_tests || status=1 ;;
     launch) run_launch || status=1 ;;
-    testcases) run_testcases || status=1 ;;
+    testcases) side_by_side testcases fsdp titan titan_launched titan_parity || status=1 ;;
+    megatron) side_by_side megatron megatron megatron_launched fsdp titan megatron_checks || status=1 ;;
+    deepspeed) side_by_side deepspeed fsdp ds_zero2 ds_zero3 ds_resume || status=1 ;;
+    hf) side_by_side hf hf fsdp || status=1 ;;
+    jax) side_by_side jax jax fsdp || status=1 ;;
+    frameworks) side_by_side frameworks fsdp titan megatron ds_zero2 hf jax || status=1 ;;
     verify) run_verify || status=1 ;;
-    megatron) run_megatron || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done

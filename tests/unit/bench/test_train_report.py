@@ -96,3 +96,63 @@ def test_energy_is_power_over_the_timed_steps_only() -> None:
     assert rows["ours"]["joules_per_step"] == 695.0 * 0.25  # 16,384 tokens at 65,536 tokens/s
     assert rows["ours"]["tokens_per_joule"] == 65_536.0 / 695.0
     assert samples[0][0] == datetime(2026, 12, 1, 21, 0, tzinfo=UTC).timestamp()
+
+
+def _summary(testcase: str, tokens: float, losses: list[float] | None = None) -> dict[str, object]:
+    losses = losses or [12.0, 11.0]
+    return {
+        "testcase": testcase,
+        "steps": len(losses),
+        "first_loss": losses[0],
+        "final_loss": losses[-1],
+        "losses": losses,
+        "tokens_per_s": tokens,
+        "tflops_per_gpu": tokens * 8e6 / 1e12,
+        "mfu": tokens * 8e6 / 1e12 / 989.4,
+        "peak_mem_gb": 40.0,
+        "zero_stage": 2,
+    }
+
+
+def _write(directory: Path, name: str, document: dict[str, object]) -> None:
+    (directory / f"{name}.json").write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_side_by_side_runs_are_compared_with_pytorch_fsdp_and_a_missing_one_kept(tmp_path: Path) -> None:
+    _write(tmp_path, "fsdp_direct", _summary("pytorch/fsdp", 68_000))
+    _write(tmp_path, "ds_zero2_direct", _summary("deepspeed/zero3", 47_600))
+    _write(tmp_path, "megatron_direct", _summary("megatron/gpt", 17_000))
+    _write(tmp_path, "megatron_launched", _summary("megatron/gpt", 16_830))
+    names = ("fsdp_direct", "ds_zero2_direct", "hf_direct", "megatron_direct", "megatron_launched")
+    document = train_report.collect_testcases(tmp_path, names)
+    assert [(row["name"], row["ok"]) for row in document["runs"]] == [
+        ("fsdp_direct", True), ("ds_zero2_direct", True), ("hf_direct", False),
+        ("megatron_direct", True), ("megatron_launched", True),
+    ]  # fmt: skip
+    assert document["ds_zero2_vs_fsdp"] == 0.7 and document["hf_vs_fsdp"] is None
+    assert round(document["megatron_launch_path_cost"], 6) == 0.01
+    assert document["runs"][1]["zero_stage"] == 2 and document["resume"] is None
+    table = train_report.testcases_table(document)
+    hf_row = "| `hf/finetune` | entrypoint started directly, LoRA rank 16 on every projection | no result |"
+    assert hf_row in table
+    assert "deepspeed/zero3 ZeRO-2 against pytorch/fsdp: 0.700x tokens/s." in table
+    assert "megatron/gpt's launch path's cost: 1.0 % of tokens/s." in table
+
+
+def test_a_resume_is_compared_with_the_uninterrupted_run_step_by_step(tmp_path: Path) -> None:
+    _write(tmp_path, "resume_whole", _summary("deepspeed/zero3", 1, [6.0, 5.5, 5.0, 4.6, 4.3, 4.1]))
+    _write(tmp_path, "resume_head", _summary("deepspeed/zero3", 1, [6.0, 5.5, 5.0]))
+    tail = {**_summary("deepspeed/zero3", 1, [4.6, 4.3, 4.2]), "resumed_from_step": 3}
+    _write(tmp_path, "resume_tail", tail)
+    resume = train_report.collect_testcases(tmp_path, ())["resume"]
+    assert resume["testcase"] == "deepspeed/zero3" and resume["resumed_from_step"] == 3
+    assert round(resume["max_abs_diff"], 6) == 0.1 and resume["same_length"]
+    note = "deepspeed/zero3 resumed at step 3: largest loss difference from the uninterrupted run 1.00e-01."
+    assert note in train_report.testcases_table(train_report.collect_testcases(tmp_path, ()))
+
+
+def test_collecting_an_unknown_run_is_refused_naming_it(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out.json"
+    argv = ["testcases-collect", str(tmp_path), str(out), "fsdp_direct", "zero9_direct"]
+    assert train_report.main(argv) == 2
+    assert "unknown runs ['zero9_direct']" in capsys.readouterr().err and not out.exists()

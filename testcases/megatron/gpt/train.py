@@ -16,15 +16,24 @@ from megatron_gpt.config import parse_args  # noqa: E402 - needs the path above
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse and check every rule; ``--validate-only true`` stops there (the launcher's check)."""
+    """Parse and check every rule; ``--validate-only true`` stops there (the launcher's check).
+
+    ``--preflight true`` runs what comes before megatron-core's first CUDA-only call and exits 0 only when
+    every check passed on every rank; anything else trains (and refuses a node without CUDA).
+    """
     cfg = parse_args(argv)
     if cfg.validate_only == "true":
         print(f"megatron/gpt: the arguments hold for {os.environ.get('WORLD_SIZE', '1')} process(es)")
         return 0
     import torch.distributed as dist
-    from megatron_gpt.loop import train
 
     try:
+        if cfg.preflight == "true":
+            from megatron_gpt.preflight import preflight
+
+            return 0 if preflight(cfg).extra["passed"] else 1
+        from megatron_gpt.loop import train
+
         train(cfg)
     finally:
         if dist.is_initialized():

@@ -126,7 +126,7 @@ def _sum_over_model_parallel(local: int, model: nn.Module) -> int:
     stage_copy = _tied_copy(model)
     if stage_copy is not None and not parallel_state.is_pipeline_first_stage():
         share -= stage_copy
-    total = torch.tensor([share], dtype=torch.int64, device=_device_of(model))
+    total = torch.tensor([share], dtype=torch.int64, device=_collective_device())
     torch.distributed.all_reduce(total, group=parallel_state.get_model_parallel_group())
     return int(total.item())
 
@@ -141,8 +141,15 @@ def _tied_copy(model: nn.Module) -> int | None:
     return None
 
 
-def _device_of(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
+def _collective_device() -> torch.device:
+    """Where the process group's backend takes tensors: the current GPU under NCCL, else the CPU.
+
+    Not the model's device: a meta-device model (any shape's count) and a CPU-built one under NCCL (a
+    preflight on a GPU node) are counted too.
+    """
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def optimizer_config(cfg: TrainConfig) -> OptimizerConfig:
@@ -215,10 +222,11 @@ def meta_model(cfg: TrainConfig) -> GPTModel:
     """This rank's GPTModel stage on the meta device: its exact parameters, no memory, no initialisation.
 
     What a CPU can check of any shape (the 8B one included) after ``init_parallel``: the module tree and the
-    parameter count that the FLOP formula uses.
+    parameter count that the FLOP formula uses. Initialisation stays on (on the meta device it computes
+    nothing): megatron-core 0.16.1 marks a weight as split over the tensor-parallel ranks only while
+    initialising it, and :func:`count_params` reads that mark (without it, a TP=2 count came out halved).
     """
     config = transformer_config(cfg, cpu_init=True)
-    config.perform_initialization = False
     with torch.device("meta"):
         return gpt_model(cfg, config)
 

@@ -21,17 +21,19 @@ from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, ModelConfig, peak_from
 # The shapes this case offers: pytorch/fsdp's tiny one and the two Llama-3 shapes measured on GPUs.
 CONFIGS = ("tiny", "llama3_2_1b", "llama3_1_8b")
 BOOLEAN = ("true", "false")
-FLAGS = ("sequence_parallel", "distributed_optimizer", "validate_only")
+FLAGS = ("sequence_parallel", "distributed_optimizer", "validate_only", "preflight")
 RECOMPUTE = ("none", "selective", "full")
 # Float8 in megatron-core goes through Transformer Engine, which this case does not install.
 PRECISIONS = ("bf16",)
-# What megatron-core 0.16.1 cannot do without a GPU (named in the refusal of --device cpu and in the docs).
+# What megatron-core 0.16.1 cannot do without a GPU (named in the refusal of --device cpu, in a preflight's
+# summary and in the docs). The first of them that a run reaches is DistributedDataParallel's buffer.
 CUDA_ONLY = (
     "megatron-core 0.16.1 trains on CUDA only: DistributedDataParallel allocates its gradient buffer on "
     "torch.cuda.current_device() (_ParamAndGradBuffer), RotaryEmbedding.get_emb calls "
     "torch.cuda.current_device(), DotProductAttention.forward takes its buffers from "
-    "GlobalMemoryBuffer.get_tensor on the current CUDA device, and "
-    "tensor_parallel.model_parallel_cuda_manual_seed asserts CUDA"
+    "GlobalMemoryBuffer.get_tensor on the current CUDA device, "
+    "tensor_parallel.model_parallel_cuda_manual_seed asserts CUDA, and under pipeline parallelism a tied "
+    "output's GPTModel moves the embedding to CUDA (LanguageModule.setup_embeddings_and_output_layer)"
 )
 
 
@@ -65,6 +67,7 @@ class TrainConfig:
     max_steps_this_run: int = 0
     peak_tflops: float | None = None
     validate_only: str = "false"
+    preflight: str = "false"
 
     @property
     def model(self) -> ModelConfig:
@@ -110,7 +113,10 @@ class TrainConfig:
             ),
             (self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"),
             (self.device in ("auto", "cuda", "cpu"), f"--device must be auto, cuda or cpu: {self.device!r}"),
-            (self.device != "cpu", f"--device cpu is refused: {CUDA_ONLY}"),
+            (
+                self.device != "cpu" or self.preflight == "true",
+                f"--device cpu is refused: {CUDA_ONLY} (--preflight true runs what comes before them on CPU)",
+            ),
             (self.recompute in RECOMPUTE, f"--recompute must be one of {RECOMPUTE}, got {self.recompute!r}"),
             (
                 self.precision in PRECISIONS,

@@ -3,6 +3,7 @@
 import os
 import socket
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,24 @@ def torchrun_env():
     env = dict(os.environ)
     env.update({"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"})
     return env
+
+
+@pytest.fixture
+def refusal(capsys: pytest.CaptureFixture[str]) -> Callable[..., str]:
+    """The message a test case's ``parse_args(argv, environ)`` exits with (status 2, argparse's way).
+
+    Every case's parser refuses a broken rule, and an unknown option, as argparse does: usage, then the
+    message on the last line of stderr. The tests assert the rule named there.
+    """
+
+    def refused(
+        parse_args: Callable[[list[str], Mapping[str, str]], object],
+        argv: list[str],
+        environ: Mapping[str, str] | None = None,
+    ) -> str:
+        with pytest.raises(SystemExit) as exited:
+            parse_args(argv, {} if environ is None else environ)
+        assert exited.value.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    return refused

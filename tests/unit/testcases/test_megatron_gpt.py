@@ -1,7 +1,9 @@
 """megatron/gpt: its argument rules (fast, no torch), and on CPU with megatron-core itself (slow: it lives in
-the slow wheelhouse) everything before the first CUDA call: the model built from our shapes with our
-parameter count, the micro-batches from pytorch/fsdp's data, the per-rank checkpoint's round trip and the
-refusal of a node without CUDA.
+the slow wheelhouse) everything before the first CUDA call through the product's own preflight
+(``--preflight true`` on one rank and on two gloo ranks): the model built from our shapes with our
+parameter count, the micro-batches from pytorch/fsdp's data, the per-rank checkpoint's round trip, a summary
+that is never a training result; Hugging Face weights in GPTModel's layout, and the refusal of a node without
+CUDA when no preflight is asked for.
 """
 
 from __future__ import annotations
@@ -69,10 +71,17 @@ def refusal(capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[s
             {"WORLD_SIZE": "2"},
             "--seq-len 127 must be divisible by --tp 2 under --sequence-parallel",
         ),
+        (
+            ["--sequence-parallel", "true", "--tp", "2"],
+            {"WORLD_SIZE": "2"},
+            "--sequence-parallel true cannot be built: megatron-core 0.16.1's local layer spec makes "
+            "RMSNorm a WrappedTorchNorm",
+        ),
         (["--device", "cpu"], {}, "--device cpu is refused: megatron-core 0.16.1 trains on CUDA only"),
         (["--precision", "fp8"], {}, "--precision must be one of ('bf16',), got 'fp8'"),
         (["--recompute", "some"], {}, "--recompute must be one of ('none', 'selective', 'full')"),
         (["--distributed-optimizer", "maybe"], {}, "--distributed-optimizer must be true or false"),
+        (["--preflight", "maybe"], {}, "--preflight must be true or false"),
         (["--warmup-steps", "20"], {}, "--warmup-steps 20 must be below --steps 20"),
         (["--config", "small"], {}, "--config 'small' is unknown"),
         (["--checkpoint-every", "5"], {}, "--checkpoint-every needs --checkpoint-dir"),
@@ -94,8 +103,8 @@ def test_unknown_options_are_refused_by_name(capsys):
 def test_valid_degrees_fill_the_world():
     from megatron_gpt.config import parse_args
 
-    cfg = parse_args(["--tp", "2", "--sequence-parallel", "yes"], {"WORLD_SIZE": "8"})
-    assert (cfg.tp, cfg.pp, cfg.dp_degree(8), cfg.sequence_parallel) == (2, 1, 4, "true")
+    cfg = parse_args(["--tp", "2", "--sequence-parallel", "no"], {"WORLD_SIZE": "8"})
+    assert (cfg.tp, cfg.pp, cfg.dp_degree(8), cfg.sequence_parallel) == (2, 1, 4, "false")
     cfg = parse_args(
         ["--config", "llama3_1_8b", "--seq-len", "4096", "--tp", "8", "--pp", "4", "--dp", "2"],
         {"WORLD_SIZE": "64"},
@@ -103,6 +112,15 @@ def test_valid_degrees_fill_the_world():
     assert (cfg.dp_degree(64), cfg.micro_batches()) == (2, 8)
     cfg = parse_args(["--distributed-optimizer", "true", "--recompute", "full"], {"WORLD_SIZE": "4"})
     assert (cfg.dp_degree(4), cfg.micro_batches(), cfg.distributed_optimizer) == (4, 1, "true")
+
+
+def test_a_preflight_may_run_on_the_cpu():
+    """--device cpu is refused for training, not for a preflight (it stops before the first CUDA call)."""
+    from megatron_gpt.config import parse_args
+
+    cfg = parse_args(["--device", "cpu", "--preflight", "yes", "--tp", "2"], {"WORLD_SIZE": "2"})
+    assert (cfg.device, cfg.preflight, cfg.dp_degree(2)) == ("cpu", "true", 1)
+    assert parse_args([], {}).preflight == "false"
 
 
 def test_validate_only_answers_without_torch():
@@ -269,29 +287,22 @@ def cpu_env() -> dict[str, str]:
     return env
 
 
-# One gloo rank, megatron-core's groups: everything megatron-core does before its first CUDA call.
+# What the preflight does not cover: Hugging Face weights mapped into GPTModel's layout, shape for shape.
 PROBE = textwrap.dedent(
     """
     import json, os, sys
-    from pathlib import Path
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = sys.argv[2]
+    os.environ["MASTER_PORT"] = sys.argv[1]
     import torch, torch.distributed as dist
     dist.init_process_group("gloo")
-    from fsdp_llama.data import BatchSource, prepare
-    from megatron_gpt import build, checkpoint
-    from megatron_gpt.config import TrainConfig
-    from megatron_gpt.loop import micro_batches
-    work = Path(sys.argv[1])
-    out = {}
-    cfg = TrainConfig(config="tiny", pp=1)
-    build.init_parallel(cfg, torch.device("cpu"))
-    for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
-        out[name] = build.count_params(build.meta_model(TrainConfig(config=name, seq_len=128)))
     from fsdp_llama.config import MODEL_CONFIGS
     from fsdp_llama.hf_compat import to_hf
     from fsdp_llama.model import Transformer
+    from megatron_gpt import build
+    from megatron_gpt.config import TrainConfig
     from megatron_gpt.hf_weights import from_hf
+    build.init_parallel(TrainConfig(config="tiny"), torch.device("cpu"))
+    out = {}
     for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
         with torch.device("meta"):
             ours = Transformer(MODEL_CONFIGS[name], rope_len=128)
@@ -300,44 +311,63 @@ PROBE = textwrap.dedent(
         meta = build.meta_model(TrainConfig(config=name, seq_len=128)).state_dict()
         out["hf_" + name] = [{k: list(v.shape) for k, v in mapped.items()},
                              {k: list(v.shape) for k, v in meta.items() if torch.is_tensor(v)}]
-    config, model, params = build.build_model(cfg, torch.device("cpu"))
-    out["built"] = {"params": params, "dtype": str(next(model.parameters()).dtype),
-                    "modules": sorted({type(m).__name__ for m in model.modules()})}
-    (work / "doc.txt").write_text("megatron reads our tokens " * 40)
-    prepare([work / "doc.txt"], work / "tokens")
-    data = BatchSource(str(work / "tokens"), 512, 4, 16, 0, 1, 1234)
-    rows = data.batch(1, torch.device("cpu"))
-    pairs = list(micro_batches(data, 1, torch.device("cpu"), 4))
-    out["micro"] = {"count": len(pairs), "shapes": [list(p[0].shape) for p in pairs],
-                    "same": all(torch.equal(torch.cat([p[i] for p in pairs]), rows[i]) for i in (0, 1)),
-                    "shifted": bool(torch.equal(pairs[0][0][0, 1:], pairs[0][1][0, :-1]))}
-    root = work / "ckpt"
-    (root / "step-9.tmp").mkdir(parents=True)
-    before = {k: v.clone() for k, v in model.state_dict().items() if torch.is_tensor(v)}
-    checkpoint.save(root, 3, {"model": model})
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(1.0)
-    files = sorted(p.name for p in (root / "step-3").iterdir())
-    latest, step = checkpoint.latest_step(root), checkpoint.load(root, 3, {"model": model})
-    after = model.state_dict()
-    restored = all(torch.equal(before[k], after[k]) for k in before)
-    out["ckpt"] = dict(latest=latest, files=files, step=step, restored=restored, tensors=len(before))
     print("RESULT " + json.dumps(out))
     """
 )
 
 
 @pytest.fixture(scope="module")
-def probe(megatron_python, tmp_path_factory) -> dict:
-    work = tmp_path_factory.mktemp("megatron")
+def probe(megatron_python) -> dict:
     proc = subprocess.run(
-        [megatron_python, "-W", "ignore", "-c", PROBE, str(work), str(free_port())],
+        [megatron_python, "-W", "ignore", "-c", PROBE, str(free_port())],
         capture_output=True, text=True, env=cpu_env(), timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
+
+
+def token_file(megatron_python: str, work: Path) -> Path:
+    """pytorch/fsdp's token file made from a small text (its own ``prepare``)."""
+    (work / "doc.txt").write_text("megatron reads our tokens " * 40)
+    script = "import sys; from pathlib import Path; from fsdp_llama.data import prepare; "
+    script += "prepare([Path(sys.argv[1])], Path(sys.argv[2]))"
+    subprocess.run(
+        [megatron_python, "-c", script, str(work / "doc.txt"), str(work / "tokens")],
+        check=True, env=cpu_env(), timeout=120,
+    )  # fmt: skip
+    return work / "tokens"
+
+
+def run_preflight(megatron_python: str, work: Path, name: str, procs: int, *args: str) -> dict:
+    """The entrypoint with ``--preflight true`` (torchrun for several ranks): its summary and stdout."""
+    summary = work / f"summary-{name}.json"
+    argv = [str(ENTRY), "--preflight", "true", "--summary-json", str(summary), *args]
+    if procs > 1:
+        launcher = [megatron_python, "-m", "torch.distributed.run", "--nproc-per-node", str(procs)]
+        argv = [*launcher, "--master-port", str(free_port()), *argv]
+    else:
+        argv = [megatron_python, "-W", "ignore", *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=cpu_env(), timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    body = json.loads(summary.read_text())
+    return {"summary": body, "checks": {c["name"]: c for c in body["checks"]}, "stdout": proc.stdout}
+
+
+@pytest.fixture(scope="module")
+def preflights(megatron_python, tmp_path_factory) -> dict[str, dict]:
+    """The product's preflight on CPU: one rank (token file, checkpoint), two ranks as two pipeline stages
+    (four one-row micro-batches, a file per rank), two tensor-parallel ranks (counts summed over shards)."""
+    work = tmp_path_factory.mktemp("megatron")
+    tokens = str(token_file(megatron_python, work))
+    small = ("--data", tokens, "--batch-size", "4", "--seq-len", "16")
+    py = megatron_python
+    return {
+        "one": run_preflight(py, work, "one", 1, *small, "--checkpoint-dir", str(work / "ck1")),
+        "pp2": run_preflight(py, work, "pp2", 2, *small, "--pp", "2", "--checkpoint-dir", str(work / "ck2")),
+        "tp2": run_preflight(py, work, "tp2", 2, "--tp", "2"),
+        "work": {"path": work, "tokens": tokens},
+    }
 
 
 def llama_params(name: str) -> int:
@@ -351,10 +381,14 @@ def llama_params(name: str) -> int:
 
 
 @pytest.mark.slow
-def test_gptmodel_has_our_shapes_parameter_count(probe):
-    for name in ("tiny", "llama3_2_1b", "llama3_1_8b"):
-        assert probe[name] == llama_params(name), name
-    assert probe["llama3_2_1b"] == 1_235_814_400 and probe["llama3_1_8b"] == 8_030_261_248
+def test_gptmodel_has_our_shapes_parameter_count(preflights):
+    one, tp2 = preflights["one"]["checks"], preflights["tp2"]["checks"]
+    assert one["model_cpu"]["value"] == tp2["model_cpu"]["value"] == llama_params("tiny")
+    for name in ("llama3_2_1b", "llama3_1_8b"):
+        # Under TP the shards' counts are summed over the ranks (a meta model's shards too).
+        assert one[f"model_meta_{name}"]["value"] == tp2[f"model_meta_{name}"]["value"] == llama_params(name)
+    assert llama_params("llama3_2_1b") == 1_235_814_400 and llama_params("llama3_1_8b") == 8_030_261_248
+    assert all(check["passed"] for run in ("one", "tp2") for check in preflights[run]["checks"].values())
 
 
 @pytest.mark.slow
@@ -366,23 +400,61 @@ def test_hf_weights_fill_every_gptmodel_weight_with_its_shape(probe):
 
 
 @pytest.mark.slow
-def test_the_model_builds_on_cpu_in_bf16_from_the_local_spec(probe):
-    built = probe["built"]
-    assert built["params"] == llama_params("tiny") and built["dtype"] == "torch.bfloat16"
-    assert {"GPTModel", "Float16Module", "RMSNorm", "DotProductAttention"} <= set(built["modules"])
+def test_the_model_builds_on_cpu_in_bf16_from_the_local_spec(preflights):
+    for run in ("one", "pp2", "tp2"):
+        check = preflights[run]["checks"]["model_cpu"]
+        assert check["passed"] and not check["skipped"], check
+        assert "dtypes ['torch.bfloat16'], local spec modules present" in check["detail"]
 
 
 @pytest.mark.slow
-def test_micro_batches_are_pytorch_fsdps_rows_from_the_token_file(probe):
-    assert probe["micro"]["count"] == 4 and probe["micro"]["shapes"] == [[1, 16]] * 4
-    assert probe["micro"]["same"] and probe["micro"]["shifted"]
+def test_micro_batches_are_pytorch_fsdps_rows_from_the_token_file(preflights):
+    tokens = preflights["work"]["tokens"]
+    data = preflights["pp2"]["checks"]["data"]
+    assert data["passed"] and data["passed_ranks"] == [0, 1]
+    assert data["detail"].startswith(f"4 micro-batch(es) of [[1, 16]] from {tokens} for dp rank 0 of 1")
+    assert "rows in order True, labels shifted True, ids below 512 True" in data["detail"]
+    assert preflights["one"]["checks"]["data"]["detail"].startswith("1 micro-batch(es) of [[4, 16]]")
+    agree = preflights["pp2"]["checks"]["ranks_agree"]
+    assert agree["passed"] and "dp ranks [0] each read one row set" in agree["detail"]
 
 
 @pytest.mark.slow
-def test_checkpoint_round_trip_of_the_model_state(probe):
-    ckpt = probe["ckpt"]
-    assert ckpt["latest"] == 3 and ckpt["files"] == ["rank-00000.pt"] and ckpt["step"] == 3
-    assert ckpt["restored"] and ckpt["tensors"] > 10
+def test_checkpoint_round_trip_of_the_model_state(preflights):
+    work = preflights["work"]["path"]
+    one = preflights["one"]["checks"]["checkpoint_round_trip"]
+    assert one["passed"] and "perturbed True, loaded step 1, equal after load True" in one["detail"]
+    assert "files there ['rank-00000.pt']" in one["detail"]
+    two = preflights["pp2"]["checks"]["checkpoint_round_trip"]
+    assert two["passed"] and two["passed_ranks"] == [0, 1]
+    assert "files there ['rank-00000.pt', 'rank-00001.pt']" in two["detail"]
+    # Nothing is left that a training run in the same directory would resume from.
+    assert [list((work / ck).iterdir()) for ck in ("ck1", "ck2")] == [[], []]
+    assert "checkpoint_round_trip" not in preflights["tp2"]["checks"]  # no --checkpoint-dir, no round trip
+
+
+@pytest.mark.slow
+def test_a_tied_output_under_pipeline_parallelism_names_its_cuda_call(preflights):
+    pp2 = preflights["pp2"]
+    tied = pp2["checks"]["model_meta_llama3_2_1b"]
+    assert tied["skipped"] and tied["passed"] and tied["value"] is None
+    assert "setup_embeddings_and_output_layer calls weight.data.cuda()" in tied["detail"]
+    assert pp2["checks"]["model_meta_llama3_1_8b"]["value"] == llama_params("llama3_1_8b")
+    # The tiny shape is untied: the run itself still stops at DistributedDataParallel.
+    assert pp2["summary"]["first_cuda_call"].startswith("megatron.core.distributed.DistributedDataParallel")
+
+
+@pytest.mark.slow
+def test_a_preflight_is_never_a_training_result(preflights):
+    for run in ("one", "pp2", "tp2"):
+        summary, stdout = preflights[run]["summary"], preflights[run]["stdout"]
+        assert (summary["preflight"], summary["passed"], summary["steps"]) == (True, True, 0)
+        rates = ("tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "first_loss", "final_loss")
+        assert [summary[key] for key in rates] == [None] * len(rates)
+        assert summary["stops_before"].startswith("megatron-core 0.16.1 trains on CUDA only")
+        assert "TRAINSTACK_METRIC" not in stdout and "megatron/gpt preflight: every check" in stdout
+        assert "no training step ran. It stops before megatron.core." in stdout
+    assert (preflights["one"]["summary"]["world_size"], preflights["pp2"]["summary"]["world_size"]) == (1, 2)
 
 
 @pytest.mark.slow

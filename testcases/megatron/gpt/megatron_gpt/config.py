@@ -176,6 +176,12 @@ class TrainConfig:
                 not sequence_parallel or self.seq_len % tp == 0,
                 f"--seq-len {self.seq_len} must be divisible by --tp {tp} under --sequence-parallel",
             ),
+            (
+                not sequence_parallel,
+                "--sequence-parallel true cannot be built: megatron-core 0.16.1's local layer spec makes "
+                "RMSNorm a WrappedTorchNorm (LocalSpecProvider.layer_norm), which asserts sequence "
+                "parallelism off; only Transformer Engine's spec (not installed by this case) allows it",
+            ),
         ]
 
 

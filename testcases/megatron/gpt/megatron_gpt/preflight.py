@@ -60,12 +60,14 @@ LOCAL_SPEC_MODULES = ("Float16Module", "GPTModel", "RMSNorm", "DotProductAttenti
 
 @dataclass
 class Check:
-    """One rank's result of one check; ``detail`` says what was compared, with the numbers."""
+    """One rank's result of one check; ``detail`` says what was compared, ``value`` the count a model check
+    measured (the summary's number for the shape)."""
 
     name: str
     passed: bool
     detail: str
     skipped: bool = False
+    value: int | None = None
 
 
 def cuda_call_in_build(cfg: TrainConfig) -> str | None:
@@ -131,7 +133,7 @@ def check_model(cfg: TrainConfig) -> tuple[Check, nn.Module | None, int | None]:
         f"{cfg.config}: {params:,} parameters built on CPU (pytorch/fsdp's count {expected:,}), dtypes "
         f"{dtypes}, local spec modules {'present' if not missing else 'missing ' + str(missing)}"
     )
-    return Check("model_cpu", passed, detail), model, params
+    return Check("model_cpu", passed, detail, value=params), model, params
 
 
 def check_meta_shapes(cfg: TrainConfig, world: int) -> list[Check]:
@@ -157,7 +159,7 @@ def check_meta_shapes(cfg: TrainConfig, world: int) -> list[Check]:
         params = build.count_params(build.meta_model(shape_cfg))
         expected = fsdp_params(name)
         detail = f"{name}: {params:,} parameters on the meta device (pytorch/fsdp's count {expected:,})"
-        checks.append(Check(f"model_meta_{name}", params == expected, detail))
+        checks.append(Check(f"model_meta_{name}", params == expected, detail, value=params))
     return checks
 
 
@@ -260,6 +262,7 @@ def merge(gathered: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "skipped": any(check["skipped"] for _rank, check in results),
                 "passed_ranks": [rank for rank, check in results if check["passed"]],
                 "detail": first["detail"],
+                "value": first["value"],
                 "failed": {str(rank): check["detail"] for rank, check in results if not check["passed"]},
             }
         )
@@ -300,6 +303,7 @@ def preflight(cfg: TrainConfig) -> Summary:
             "skipped": False,
             "passed_ranks": list(range(info.world_size)) if agreement.passed else [],
             "detail": agreement.detail,
+            "value": None,
             "failed": {} if agreement.passed else {"all": agreement.detail},
         },
     ]

@@ -29,28 +29,45 @@ def cluster_group(name: str, role: str = "") -> str:
 
 
 def _clusters(groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """Names of the clusters in the inventory, from their cluster_<name>_head groups."""
+    """Names of the clusters in the inventory, from their cluster_<name>_head groups (or _login, for a
+    cluster whose Slurm controller is not one of its hosts)."""
     return sorted(
-        g[len(CLUSTER_PREFIX) : -len("_head")]
-        for g in groups
-        if g.startswith(CLUSTER_PREFIX) and g.endswith("_head")
+        {
+            g[len(CLUSTER_PREFIX) : -len(f"_{role}")]
+            for g in groups
+            for role in ("head", "login")
+            if g.startswith(CLUSTER_PREFIX) and g.endswith(f"_{role}")
+        }
     )
 
 
-def cluster_head(groups: Mapping[str, Sequence[str]], cluster: str = "") -> dict[str, str]:
-    """The one head host of a cluster: ``{host, error}``, where exactly one of the two is empty.
+def _named_cluster_hosts(groups: Mapping[str, Sequence[str]], cluster: str) -> tuple[str, list[str]]:
+    """The group a named cluster's jobs are submitted from, and its hosts: the head group, else the login
+    group. AWS PCS runs the Slurm controller itself, outside the account, so a PCS cluster has no head host
+    and its login node group is where ``sbatch`` runs; ParallelCluster and HyperPod have a head."""
+    for role in ("head", "login"):
+        group = cluster_group(cluster, role)
+        if groups.get(group):
+            return group, list(groups[group])
+    return cluster_group(cluster, "head"), []
 
-    Without a cluster name, a hand-written inventory's ``head`` group wins, then the plugin's ``role_head``
-    (which holds the heads of every cluster it found, so more than one asks for a name).
+
+def cluster_head(groups: Mapping[str, Sequence[str]], cluster: str = "") -> dict[str, str]:
+    """The one host a cluster's jobs are submitted from: ``{host, error}``, where exactly one is empty.
+
+    With a cluster name: its head, or its login node where it has no head (PCS). Without one, a
+    hand-written inventory's ``head`` group wins, then the plugin's ``role_head`` (which holds the heads of
+    every cluster it found, so more than one asks for a name).
     """
     if cluster:
-        group = cluster_group(cluster, "head")
-        heads = list(groups.get(group, []))
+        group, heads = _named_cluster_hosts(groups, cluster)
         if not heads:
             known = ", ".join(_clusters(groups)) or "none"
+            login = cluster_group(cluster, "login")
             return {
                 "host": "",
-                "error": f"cluster={cluster}: no group {group} in the inventory (clusters: {known})",
+                "error": f"cluster={cluster}: no group {group} in the inventory (clusters: {known}), "
+                f"nor {login}, the login nodes of a cluster whose Slurm controller AWS runs (PCS)",
             }
         source = f"Cluster {cluster} ({group})"
     else:

@@ -46,6 +46,20 @@ def test_a_cluster_name_picks_its_head(cluster: str, host: str) -> None:
     assert cluster_head(GROUPS, cluster=cluster) == {"host": host, "error": ""}
 
 
+def test_a_cluster_without_a_head_host_is_reached_through_its_login_node() -> None:
+    """PCS: AWS runs the controller, so the inventory holds login and compute groups only."""
+    pcs = {"cluster_pcs_abc_login": ["login-1"], "cluster_pcs_abc_compute": ["gpu-1", "gpu-2"]}
+    assert cluster_head(pcs, cluster="pcs_abc") == {"host": "login-1", "error": ""}
+    with_head = {**pcs, "cluster_pcs_abc_head": ["head-1"]}
+    assert cluster_head(with_head, cluster="pcs_abc")["host"] == "head-1"
+    two = cluster_head({"cluster_p_login": ["l1", "l2"]}, cluster="p")["error"]
+    assert two == "Cluster p (cluster_p_login) has 2 head hosts (l1, l2), one is needed"
+    unknown = cluster_head(pcs, cluster="other")["error"]
+    assert "no group cluster_other_head in the inventory (clusters: pcs_abc), nor cluster_other_login" in (
+        unknown
+    )
+
+
 def test_one_head_needs_no_name_and_a_hand_written_head_group_wins() -> None:
     assert cluster_head({"role_head": ["only"]})["host"] == "only"
     assert cluster_head({"head": ["mine"], "role_head": ["a", "b"]})["host"] == "mine"

@@ -53,16 +53,22 @@ run_tests() {
   PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
-# carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, from the wheels in $TS_GPU_WHEELS
-# (default .whl), with --no-deps into $DEPS/NAME, which goes after the machine's site-packages on the path
-# (its torch, CUDA and transformers stay the machine's own).
+# carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, or has at another version than a
+# pinned one (PACKAGE==VERSION), from the wheels in $TS_GPU_WHEELS (default .whl), with --no-deps into
+# $DEPS/NAME; PYTHONPATH puts that directory ahead of the machine's site-packages, so a carried pin wins while
+# the machine's torch, CUDA and transformers stay its own.
 carry() {
-  local name=$1 found=${TS_GPU_WHEELS:-.whl} missing=() pair module
+  local name=$1 found=${TS_GPU_WHEELS:-.whl} missing=() pair
   # shellcheck disable=SC2086 # CARRY's values are lists of words
   for pair in ${CARRY[$name]}; do
-    module=${pair%%:*}
-    PYTHONPATH="$DEPS/$name" "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)" \
-      2>/dev/null || missing+=("${pair#*:}")
+    PYTHONPATH="$DEPS/$name" "$PY" - "${pair%%:*}" "${pair#*:}" 2>/dev/null <<'PYCHECK' || missing+=("${pair#*:}")
+import importlib.metadata, importlib.util, sys
+module, package = sys.argv[1:]
+name, _, pinned = package.partition("==")
+if importlib.util.find_spec(module) is None:
+    sys.exit(1)
+sys.exit(bool(pinned) and importlib.metadata.version(name) != pinned)
+PYCHECK
   done
   echo "$name: installing ${missing[*]:-nothing}"
   [ "${#missing[@]}" -eq 0 ] ||

@@ -31,10 +31,11 @@ from fsdp_llama.config import ModelConfig
 from fsdp_llama.metrics import (
     StepTimer,
     Summary,
-    emit,
-    mfu_note,
+    finish_run,
     now,
     peak_memory_gb,
+    report,
+    run_steps,
     throughput_fields,
 )
 from fsdp_llama.parallel import DistInfo, init_distributed
@@ -251,11 +252,6 @@ def _ignored(window: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndar
     return window[0], np.full_like(window[1], hf_data.IGNORE)
 
 
-def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
-    if record is not None and info.is_main:
-        emit(record)
-
-
 def train(cfg: TrainConfig) -> Summary:
     """Run to ``--steps`` (or ``--max-steps-this-run`` more), evaluate, and write the summary on rank 0."""
     t_start = now()
@@ -263,21 +259,14 @@ def train(cfg: TrainConfig) -> Summary:
     info = init_distributed(cfg.device)
     run = Run(cfg, shape, info)
     eval_start = run.evaluate()[0] if run.start_step == 0 else None
-    last = cfg.steps
-    if cfg.max_steps_this_run:
-        last = min(last, run.start_step + cfg.max_steps_this_run)
     run.clock = None
-    for step in range(run.start_step, last):
-        _emit(run.step(step), info)
-        done = step + 1
-        if cfg.checkpoint_dir and (
-            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
-        ):
-            _emit(run.finish(timed=False), info)
-            run.save(done)
-    _emit(run.finish(timed=False), info)
+    last = run_steps(cfg, run, info.is_main, run.save if cfg.checkpoint_dir else None)
+    report(run.finish(timed=False), info.is_main)
     eval_loss, eval_tokens = run.evaluate()
-    return _summary(cfg, info, run, last, t_start, (eval_start, eval_loss, eval_tokens))
+    summary = _summary(cfg, info, run, last, t_start, (eval_start, eval_loss, eval_tokens))
+    if eval_loss is not None and not math.isfinite(eval_loss):
+        raise RuntimeError(f"held-out loss is {eval_loss}: the run diverged")
+    return summary
 
 
 def _summary(
@@ -292,44 +281,26 @@ def _summary(
     import peft
     import transformers
 
-    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
     eval_start, eval_loss, eval_tokens = evaluation
-    summary = Summary(
-        testcase=TESTCASE,
-        world_size=info.world_size,
-        nodes=info.nodes,
-        device=info.device.type,
-        gpu_model=torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None,
-        steps=last,
-        first_loss=run.losses[0] if run.losses else None,
-        final_loss=run.losses[-1] if run.losses else None,
-        tokens_per_s=rates["tokens_per_s"],
-        tflops_per_gpu=rates["tflops_per_gpu"],
-        mfu=rates["mfu"],
-        peak_mem_gb=peak_memory_gb(info.device),
-        elapsed_s=now() - t_start,
+    return finish_run(
+        TESTCASE,
+        cfg,
+        run,
+        info.placement(),
+        last=last,
+        t_start=t_start,
+        params=run.counts.frozen + run.counts.trainable,
         extra={
             "model": cfg.model_path or f"random weights, {cfg.init_config}",
             "config": cfg.init_config or None,
-            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
-            "resumed_from_step": run.start_step,
-            "steps_this_run": len(run.losses),
-            "losses": run.losses,
             "eval_loss": eval_loss,
             "eval_loss_before": eval_start,
             "eval_tokens": eval_tokens,
             "records": {"train": run.records[0], "held_out": run.records[1]},
             "tokenizer": run.tokenizer.name,
-            "params": run.counts.frozen + run.counts.trainable,
             "frozen_params": run.counts.frozen,
             "trainable_params": run.counts.trainable,
-            "flops_per_token": run.flops_token,
             "flops_formula": FLOPS_FORMULA,
-            "peak_tflops": cfg.peak_tflops,
-            "mfu_note": mfu_note(cfg.peak_tflops),
-            "batch_size": cfg.batch_size,
-            "seq_len": cfg.seq_len,
-            "global_batch_tokens": run.tokens_per_step,
             "lora_rank": cfg.lora_rank,
             "lora_alpha": cfg.lora_alpha,
             "lora_targets": cfg.lora_targets,
@@ -344,8 +315,3 @@ def _summary(
             "hostname": os.uname().nodename,
         },
     )
-    if info.is_main:
-        summary.write(cfg.summary_json)
-    if eval_loss is not None and not math.isfinite(eval_loss):
-        raise RuntimeError(f"held-out loss is {eval_loss}: the run diverged")
-    return summary

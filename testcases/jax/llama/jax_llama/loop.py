@@ -19,13 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from fsdp_llama.metrics import (
+    Placement,
     StepTimer,
     Summary,
-    emit,
+    finish_run,
     flops_per_token,
-    mfu_note,
     now,
     peak_rss_gb,
+    report,
+    run_steps,
     throughput_fields,
 )
 from jax.sharding import NamedSharding, PartitionSpec
@@ -189,62 +191,34 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _emit(record: dict[str, Any] | None, procs: Processes) -> None:
-    if record is not None and procs.is_main:
-        emit(record)
-
-
 def train(cfg: TrainConfig) -> Summary:
     """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
     t_start = now()
     procs, kind = initialize(cfg)
     run = Run(cfg, procs, kind)
-    last = cfg.steps
-    if cfg.max_steps_this_run:
-        last = min(last, run.start_step + cfg.max_steps_this_run)
-    for step in range(run.start_step, last):
-        _emit(run.step(step), procs)
-        done = step + 1
-        if run.checkpoints and (done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
-            _emit(run.finish(timed=False), procs)
-            run.save(done)
-    _emit(run.finish(timed=False), procs)
+    last = run_steps(cfg, run, procs.is_main, run.save if run.checkpoints else None)
+    report(run.finish(timed=False), procs.is_main)
     if run.checkpoints:
         run.checkpoints.close()
-    return _summary(cfg, run, last, t_start)
-
-
-def _summary(cfg: TrainConfig, run: Run, last: int, t_start: float) -> Summary:
-    procs = run.procs
-    rates = throughput_fields(run.timer.tokens_per_s(), procs.world_size, run.flops_token, cfg.peak_tflops)
     device = jax.local_devices()[0]
-    summary = Summary(
-        testcase=TESTCASE,
+    where = Placement(
         world_size=procs.world_size,
         nodes=procs.nodes,
         device=run.kind,
         gpu_model=getattr(device, "device_kind", None) if run.kind == "cuda" else None,
-        steps=last,
-        first_loss=run.losses[0] if run.losses else None,
-        final_loss=run.losses[-1] if run.losses else None,
-        tokens_per_s=rates["tokens_per_s"],
-        tflops_per_gpu=rates["tflops_per_gpu"],
-        mfu=rates["mfu"],
-        peak_mem_gb=peak_memory_gb(run.kind),
-        elapsed_s=now() - t_start,
+        is_main=procs.is_main,
+        peak_mem_gb=lambda: peak_memory_gb(run.kind),
+    )
+    return finish_run(
+        TESTCASE,
+        cfg,
+        run,
+        where,
+        last=last,
+        t_start=t_start,
+        params=run.params,
         extra={
             "config": cfg.config,
-            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
-            "resumed_from_step": run.start_step,
-            "steps_this_run": len(run.losses),
-            "losses": run.losses,
-            "params": run.params,
-            "flops_per_token": run.flops_token,
-            "peak_tflops": cfg.peak_tflops,
-            "mfu_note": mfu_note(cfg.peak_tflops),
-            "batch_size": cfg.batch_size,
-            "seq_len": cfg.seq_len,
-            "global_batch_tokens": run.tokens_per_step,
             "dp": cfg.dp,
             "fsdp": cfg.fsdp_degree(procs.world_size),
             "param_dtype": cfg.param_dtype,
@@ -258,6 +232,3 @@ def _summary(cfg: TrainConfig, run: Run, last: int, t_start: float) -> Summary:
             "hostname": os.uname().nodename,
         },
     )
-    if procs.is_main:
-        summary.write(cfg.summary_json)
-    return summary

@@ -25,11 +25,12 @@ from .fp8 import check_fp8, convert_to_fp8
 from .metrics import (
     StepTimer,
     Summary,
-    emit,
+    finish_run,
     flops_per_token,
-    mfu_note,
+    last_step,
     now,
     peak_memory_gb,
+    report,
     throughput_fields,
 )
 from .model import Transformer
@@ -194,7 +195,6 @@ class Trainer:
         )
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
         self.flops_token = flops_per_token(cfg.model, self.model.num_params(), cfg.seq_len)
-        self.gpu_name = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
         self.peak = cfg.peak_tflops
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
         self.losses: list[float] = []
@@ -258,11 +258,6 @@ class Trainer:
         self.clock = None
 
 
-def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
-    if record is not None and info.is_main:
-        emit(record)
-
-
 def train(cfg: TrainConfig) -> Summary:
     """Run ``cfg`` to ``cfg.steps`` (or ``max_steps_this_run`` more steps) and return the summary."""
     t_start = now()
@@ -270,44 +265,23 @@ def train(cfg: TrainConfig) -> Summary:
     torch.manual_seed(cfg.seed)
     configure_attention(cfg.attn_backend)
     run = Trainer(cfg, info)
-    last = cfg.steps
-    if cfg.max_steps_this_run:
-        last = min(last, run.start_step + cfg.max_steps_this_run)
+    last = last_step(cfg, run.start_step)
     for step in range(run.start_step, last):
-        _emit(run.step(step), info)
+        report(run.step(step), info.is_main)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-            _emit(run.finish(timed=False), info)
+            report(run.finish(timed=False), info.is_main)
             checkpoint.save(Path(cfg.checkpoint_dir), step + 1, run.model, run.optimizer, info.is_main)
             run.pause_clock()
-    _emit(run.finish(timed=False), info)
-    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, run.peak)
-    summary = Summary(
-        testcase=TESTCASE,
-        world_size=info.world_size,
-        nodes=info.nodes,
-        device=info.device.type,
-        gpu_model=run.gpu_name,
-        steps=last,
-        first_loss=run.losses[0] if run.losses else None,
-        final_loss=run.losses[-1] if run.losses else None,
-        tokens_per_s=rates["tokens_per_s"],
-        tflops_per_gpu=rates["tflops_per_gpu"],
-        mfu=rates["mfu"],
-        peak_mem_gb=peak_memory_gb(info.device),
-        elapsed_s=now() - t_start,
+    return finish_run(
+        TESTCASE,
+        cfg,
+        run,
+        info.placement(),
+        last=last,
+        t_start=t_start,
+        params=run.model.num_params(),
         extra={
             "config": cfg.config,
-            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
-            "resumed_from_step": run.start_step,
-            "steps_this_run": len(run.losses),
-            "losses": run.losses,
-            "params": run.model.num_params(),
-            "flops_per_token": run.flops_token,
-            "peak_tflops": run.peak,
-            "mfu_note": mfu_note(run.peak),
-            "batch_size": cfg.batch_size,
-            "seq_len": cfg.seq_len,
-            "global_batch_tokens": run.tokens_per_step,
             "ac": cfg.ac,
             "compile": _use_compile(cfg, info),
             "loss_kernel": run.model.loss_kernel,
@@ -324,6 +298,3 @@ def train(cfg: TrainConfig) -> Summary:
             "hostname": os.uname().nodename,
         },
     )
-    if info.is_main:
-        summary.write(cfg.summary_json)
-    return summary

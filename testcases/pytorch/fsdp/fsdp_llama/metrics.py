@@ -19,9 +19,10 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import ModelConfig
 
@@ -88,6 +89,12 @@ def emit(record: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def report(record: dict[str, Any] | None, is_main: bool) -> None:
+    """Print a step's record on rank 0 only; None (no step was pending) prints nothing."""
+    if record is not None and is_main:
+        emit(record)
+
+
 def throughput_fields(
     tokens_per_s: float | None, world_size: int, flops_token: float, peak: float | None
 ) -> dict[str, float | None]:
@@ -134,6 +141,127 @@ class Summary:
         tmp = target.with_suffix(target.suffix + ".tmp")
         tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(target)
+
+
+class RunArgs(Protocol):
+    """The options the loop and the summary read, as every Llama case's ``TrainConfig`` holds them."""
+
+    steps: int
+    batch_size: int
+    seq_len: int
+    checkpoint_every: int
+    max_steps_this_run: int
+    peak_tflops: float | None
+    summary_json: str
+
+
+class RunProgress(Protocol):
+    """What every case's trainer keeps while it runs, read once more for the summary."""
+
+    losses: list[float]
+    start_step: int
+    timer: StepTimer
+    flops_token: float
+    tokens_per_step: int
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Queue one step; the record of the one before (read one step late), None for the first."""
+        ...
+
+    def finish(self, timed: bool = True) -> dict[str, Any] | None:
+        """The record of the step still pending, None when none is."""
+        ...
+
+
+def last_step(cfg: RunArgs, start: int) -> int:
+    """Where this invocation stops: ``--steps``, or ``--max-steps-this-run`` past where it resumed."""
+    return min(cfg.steps, start + cfg.max_steps_this_run) if cfg.max_steps_this_run else cfg.steps
+
+
+def run_steps(
+    cfg: RunArgs, run: RunProgress, is_main: bool, save: Callable[[int], None] | None = None
+) -> int:
+    """Step from where the run resumed to ``--steps`` (or ``--max-steps-this-run`` more); the last step.
+
+    With ``save``, a checkpoint follows every ``--checkpoint-every`` steps and the last one, each after a
+    flush (the pending step's line, with null rates: only its tail was timed) so a resumed run's curve
+    continues from the saved step.
+    """
+    last = last_step(cfg, run.start_step)
+    for step in range(run.start_step, last):
+        report(run.step(step), is_main)
+        done = step + 1
+        if save is not None and (done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
+            report(run.finish(timed=False), is_main)
+            save(done)
+    return last
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run ran: its processes, the device each drove and how its peak memory is read."""
+
+    world_size: int
+    nodes: int
+    device: str
+    gpu_model: str | None
+    is_main: bool
+    peak_mem_gb: Callable[[], float | None]
+
+
+def finish_run(
+    testcase: str,
+    cfg: RunArgs,
+    run: RunProgress,
+    where: Placement,
+    *,
+    last: int,
+    t_start: float,
+    params: int,
+    extra: dict[str, Any],
+) -> Summary:
+    """The end of every case's run: the last step's line, the summary, written on rank 0 (atomically).
+
+    Why here: ``training_job`` parses every case's summary the same way, so the fields every case reports
+    (throughput over the steady window, the run's extent, the FLOP count and the peak it was divided by) are
+    assembled in one place; ``extra`` holds the case's own (its parallel degrees, its library versions).
+    The pending step is read first (a flush: its record carries the loss with null rates); a loop that
+    flushed already gets nothing printed twice.
+    """
+    report(run.finish(timed=False), where.is_main)
+    rates = throughput_fields(run.timer.tokens_per_s(), where.world_size, run.flops_token, cfg.peak_tflops)
+    summary = Summary(
+        testcase=testcase,
+        world_size=where.world_size,
+        nodes=where.nodes,
+        device=where.device,
+        gpu_model=where.gpu_model,
+        steps=last,
+        first_loss=run.losses[0] if run.losses else None,
+        final_loss=run.losses[-1] if run.losses else None,
+        tokens_per_s=rates["tokens_per_s"],
+        tflops_per_gpu=rates["tflops_per_gpu"],
+        mfu=rates["mfu"],
+        peak_mem_gb=where.peak_mem_gb(),
+        elapsed_s=now() - t_start,
+        extra={
+            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
+            "resumed_from_step": run.start_step,
+            "steps_this_run": len(run.losses),
+            "losses": run.losses,
+            "params": params,
+            "flops_per_token": run.flops_token,
+            "peak_tflops": cfg.peak_tflops,
+            "mfu_note": mfu_note(cfg.peak_tflops),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "global_batch_tokens": run.tokens_per_step,
+            **extra,
+        },
+    )
+    if where.is_main:
+        summary.write(cfg.summary_json)
+    return summary
 
 
 def now() -> float:

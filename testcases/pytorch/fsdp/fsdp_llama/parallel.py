@@ -18,6 +18,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoi
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from .metrics import Placement, peak_memory_gb
 from .model import Transformer
 
 
@@ -40,6 +41,18 @@ class DistInfo:
     def is_main(self) -> bool:
         """Rank 0 prints metrics and writes the summary."""
         return self.rank == 0
+
+    def placement(self) -> Placement:
+        """Where this run ran, as its summary reports it: the processes, the device and a GPU's name."""
+        gpu = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None
+        return Placement(
+            self.world_size,
+            self.nodes,
+            self.device.type,
+            gpu,
+            self.is_main,
+            lambda: peak_memory_gb(self.device),
+        )
 
 
 def _free_port() -> int:

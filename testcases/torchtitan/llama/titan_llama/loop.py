@@ -21,11 +21,12 @@ from fsdp_llama.data import BatchSource
 from fsdp_llama.metrics import (
     StepTimer,
     Summary,
-    emit,
+    finish_run,
     flops_per_token,
-    mfu_note,
     now,
     peak_memory_gb,
+    report,
+    run_steps,
     throughput_fields,
 )
 from fsdp_llama.parallel import DistInfo, init_distributed
@@ -179,64 +180,31 @@ def _dp_coordinates(dims: Any, info: DistInfo) -> tuple[int, int]:
     return mesh.get_local_rank(), mesh.size()
 
 
-def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
-    if record is not None and info.is_main:
-        emit(record)
-
-
 def train(cfg: TrainConfig) -> Summary:
     """Run to ``--steps`` (or ``--max-steps-this-run`` more) and write the summary on rank 0."""
     t_start = now()
     info = init_distributed(cfg.device)
     run = Trainer(cfg, info)
-    last = cfg.steps
-    if cfg.max_steps_this_run:
-        last = min(last, run.start_step + cfg.max_steps_this_run)
-    for step in range(run.start_step, last):
-        _emit(run.step(step), info)
-        done = step + 1
-        if cfg.checkpoint_dir and (
-            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
-        ):
-            _emit(run.finish(timed=False), info)
-            run.save(done, last=done == cfg.steps)
-    _emit(run.finish(timed=False), info)
+
+    def save(done: int) -> None:
+        run.save(done, last=done == cfg.steps)
+
+    last = run_steps(cfg, run, info.is_main, save if cfg.checkpoint_dir else None)
+    report(run.finish(timed=False), info.is_main)
     run.checkpoint.close()
-    return _summary(cfg, info, run, last, t_start)
-
-
-def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start: float) -> Summary:
-    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
     dims = run.built.dims
     import torchtitan
 
-    summary = Summary(
-        testcase=TESTCASE,
-        world_size=info.world_size,
-        nodes=info.nodes,
-        device=info.device.type,
-        gpu_model=torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None,
-        steps=last,
-        first_loss=run.losses[0] if run.losses else None,
-        final_loss=run.losses[-1] if run.losses else None,
-        tokens_per_s=rates["tokens_per_s"],
-        tflops_per_gpu=rates["tflops_per_gpu"],
-        mfu=rates["mfu"],
-        peak_mem_gb=peak_memory_gb(info.device),
-        elapsed_s=now() - t_start,
+    return finish_run(
+        TESTCASE,
+        cfg,
+        run,
+        info.placement(),
+        last=last,
+        t_start=t_start,
+        params=run.built.params,
         extra={
             "config": cfg.config,
-            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
-            "resumed_from_step": run.start_step,
-            "steps_this_run": len(run.losses),
-            "losses": run.losses,
-            "params": run.built.params,
-            "flops_per_token": run.flops_token,
-            "peak_tflops": cfg.peak_tflops,
-            "mfu_note": mfu_note(cfg.peak_tflops),
-            "batch_size": cfg.batch_size,
-            "seq_len": cfg.seq_len,
-            "global_batch_tokens": run.tokens_per_step,
             "fsdp": dims.dp_shard,
             "tp": dims.tp,
             "pp": dims.pp,
@@ -250,6 +218,3 @@ def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start:
             "hostname": os.uname().nodename,
         },
     )
-    if info.is_main:
-        summary.write(cfg.summary_json)
-    return summary

@@ -89,13 +89,16 @@ def cluster_head(groups: Mapping[str, Sequence[str]], cluster: str = "") -> dict
 
 
 def _subnet_cidrs(vpc_cidr: str) -> dict[str, str]:
-    """A new VPC's two subnets: the upper half for the (larger) private subnet, a small one at the start for
-    the public subnet (NAT gateway, head node's address); a /16 gives the role's defaults, /24 and /17."""
+    """A new VPC's subnets: the upper half for the (larger) private subnet, a small one at the start for
+    the public subnet (NAT gateway, head node's address); a /16 gives the role's defaults, /24 and /17. The
+    second quarter is the private subnet of a second zone, made only for EKS."""
     vpc = ipaddress.ip_network(vpc_cidr)
     return {
         "aws_foundation_vpc_cidr": str(vpc),
         "aws_foundation_public_subnet_cidr": str(next(vpc.subnets(new_prefix=min(vpc.prefixlen + 8, 28)))),
         "aws_foundation_private_subnet_cidr": str(list(vpc.subnets(prefixlen_diff=1))[1]),
+        # EKS's second zone: the second quarter (a /16 gives the role's default, /18).
+        "aws_foundation_second_private_subnet_cidr": str(list(vpc.subnets(prefixlen_diff=2))[1]),
     }
 
 
@@ -136,13 +139,31 @@ def _storage_vars(fsx: Mapping[str, Any] | None) -> dict[str, Any]:
     return found
 
 
-def cluster_foundation_vars(spec: Mapping[str, Any]) -> dict[str, Any]:
+# What a cluster can be launched with; each asks the foundation for its own IAM roles (and EKS for two zones).
+ORCHESTRATORS = ("parallelcluster", "pcs", "batch", "hyperpod", "eks")
+
+
+def _orchestrator(spec: Mapping[str, Any], orchestrator: str) -> str:
+    """The orchestrator the foundation is made for: the one named, else HyperPod for a spec with a
+    ``hyperpod`` section (read by nothing else), else ParallelCluster. The spec has no key that says EKS, so
+    that one is named (``-e cluster_orchestrator=eks``); an unknown name is refused before any change."""
+    chosen = orchestrator or ("hyperpod" if spec.get("hyperpod") is not None else "parallelcluster")
+    if chosen not in ORCHESTRATORS:
+        raise AnsibleFilterError(
+            f"cluster_orchestrator: {chosen!r} is not an orchestrator the foundation knows; "
+            f"it must be one of {', '.join(ORCHESTRATORS)}"
+        )
+    return chosen
+
+
+def cluster_foundation_vars(spec: Mapping[str, Any], orchestrator: str = "") -> dict[str, Any]:
     """The aws_foundation role's variables for a checked cluster spec (defaults filled): the one place that
     says which part of the spec the foundation builds. The role checks them again before any AWS call."""
     return {
         "aws_foundation_cluster_name": spec["name"],
         "aws_foundation_region": spec["region"],
         "aws_foundation_availability_zone": spec["availability_zone"],
+        "aws_foundation_orchestrator": _orchestrator(spec, orchestrator),
         "aws_foundation_placement_group": any(q.get("placement_group") for q in spec["queues"]),
         **_network_vars(spec["network"]),
         **_storage_vars((spec.get("shared_storage") or {}).get("fsx_lustre")),

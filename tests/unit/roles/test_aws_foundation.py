@@ -75,6 +75,7 @@ def refusal(variables: dict[str, Any]) -> str | None:
 
 
 FSX = {"aws_foundation_fsx_enabled": True}
+EKS = {"aws_foundation_orchestrator": "eks"}
 # (case id, variables, fragment the message must contain: the variable it names)
 BAD_INPUT = [
     ("name_upper", {"aws_foundation_cluster_name": "LLM"}, "aws_foundation_cluster_name"),
@@ -134,9 +135,54 @@ BAD_INPUT = [
         {**FSX, "aws_foundation_fsx_file_system_path": "data"},
         "aws_foundation_fsx_link_bucket",
     ),
+    ("orchestrator", {"aws_foundation_orchestrator": "kubernetes"}, "aws_foundation_orchestrator"),
+    (
+        "eks_second_subnet_overlaps",
+        {**EKS, "aws_foundation_second_private_subnet_cidr": "10.0.128.0/18"},
+        "aws_foundation_private_subnet_cidr/aws_foundation_second_private_subnet_cidr",
+    ),
+    (
+        "eks_second_subnet_outside",
+        {**EKS, "aws_foundation_second_private_subnet_cidr": "10.1.64.0/18"},
+        "aws_foundation_second_private_subnet_cidr",
+    ),
+    (
+        "eks_second_zone_is_the_first",
+        {**EKS, "aws_foundation_second_availability_zone": "us-east-1a"},
+        "aws_foundation_second_availability_zone",
+    ),
+    (
+        "eks_second_zone_other_region",
+        {**EKS, "aws_foundation_second_availability_zone": "us-west-2b"},
+        "aws_foundation_second_availability_zone",
+    ),
+    (
+        "hyperpod_lifecycle_bucket",
+        {
+            "aws_foundation_orchestrator": "hyperpod",
+            "aws_foundation_hyperpod_lifecycle_bucket": "Lifecycle_Scripts",
+        },
+        "aws_foundation_hyperpod_lifecycle_bucket",
+    ),
 ]
 # (case id, variables)
 GOOD_INPUT = [
+    ("eks", EKS),
+    (
+        "eks_given_subnets_need_no_second",
+        {
+            **EKS,
+            "aws_foundation_vpc_create": False,
+            "aws_foundation_private_subnet_id": "subnet-0a1b2c3d",
+            "aws_foundation_second_private_subnet_cidr": "10.0.128.0/18",
+        },
+    ),
+    ("hyperpod", {"aws_foundation_orchestrator": "hyperpod"}),
+    # Only EKS has a second subnet: another orchestrator does not check its CIDR.
+    (
+        "pcs_ignores_second_subnet",
+        {"aws_foundation_orchestrator": "pcs", "aws_foundation_second_private_subnet_cidr": "10.0.128.0/18"},
+    ),
     ("defaults", {}),
     ("local_zone", {"aws_foundation_availability_zone": "us-east-1-bos-1a"}),
     (

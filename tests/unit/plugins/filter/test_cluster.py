@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.filter.cluster import (
     cluster_foundation_vars,
     cluster_group,
@@ -140,3 +141,22 @@ def test_a_small_vpc_still_gets_two_subnets_inside_it(cidr: str, public: str, pr
         private,
     )
     assert refusal(mapped) is None
+
+
+def test_the_orchestrator_is_named_or_read_from_the_spec() -> None:
+    """HyperPod's section means HyperPod; nothing in a spec says EKS, so it is named; the second quarter of
+    the VPC is the private subnet of EKS's second zone (the role makes it only for EKS)."""
+    p4d = load_file(REPO / "inventories/aws/clusters/p4d.yml")
+    assert cluster_foundation_vars(p4d)["aws_foundation_orchestrator"] == "parallelcluster"
+    eks = cluster_foundation_vars(load_file(REPO / "inventories/aws/eks/train-eks.yml"), "eks")
+    assert eks["aws_foundation_orchestrator"] == "eks"
+    assert eks["aws_foundation_second_private_subnet_cidr"] == "10.0.64.0/18"
+    assert refusal(eks) is None
+    hyperpod = cluster_foundation_vars(load_file(REPO / "inventories/aws/hyperpod/train-hp.yml"))
+    assert hyperpod["aws_foundation_orchestrator"] == "hyperpod"
+    assert refusal(hyperpod) is None
+
+
+def test_an_unknown_orchestrator_is_refused_naming_the_key() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"cluster_orchestrator: 'kubernetes' .* one of .*eks"):
+        cluster_foundation_vars(load_file(REPO / "inventories/aws/clusters/p4d.yml"), "kubernetes")

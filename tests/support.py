@@ -362,7 +362,7 @@ def markers_for_test_file(path: Path) -> list[str]:
 # facts: the role's own data (defaults, vars/main.yml, the vars file its first_found list picks, the set_fact
 # of tasks/os_vars.yml, the asserts of tasks/validate.yml) rendered with Ansible's templar, in process (a
 # playbook per case costs seconds). The test directory's conftest has pointed the plugin loader here first.
-CURRENT_STACK_FILE = REPO / "stacks" / "ts-2026.10.yml"
+CURRENT_STACK_FILE = REPO / "stacks" / f"{(REPO / 'stacks' / 'current').read_text().strip()}.yml"
 # (distribution, version, major version, family, architecture) of the systems the roles support.
 OS_FACTS = {
     "ubuntu2204": ("Ubuntu", "22.04", "22", "Debian", "x86_64"),

@@ -362,6 +362,24 @@ def _rule_equal_fields(
     return []
 
 
+def _rule_built_against(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    """A plugin compiled against another component's headers loads only beside that component's release, so
+    the stack must pin both wherever it pins the plugin; the role that builds it checks the versions match."""
+    name, against = rule["component"], rule["against"]
+    if name not in comps or against in comps:
+        return []
+    return [
+        _finding(
+            rule,
+            f"{name} {comps[name].get('version')} is built against {against}, "
+            "which the stack does not pin here",
+            target,
+        )
+    ]
+
+
 def _rule_recommended_env(
     rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
 ) -> list[Finding]:
@@ -376,6 +394,7 @@ EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], li
     "kernel_modules": _rule_kernel_modules,
     "os_support": _rule_os_support,
     "equal_fields": _rule_equal_fields,
+    "built_against": _rule_built_against,
     "recommended_env": _rule_recommended_env,
 }
 

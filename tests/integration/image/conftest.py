@@ -17,9 +17,10 @@ import yaml
 from tests.support import REPO, VENV_BIN, ansible_env, real_debian_debs, serve_directory
 
 # The Kubernetes release the eks-gpu flavour builds for by default, the current stack's (variables.pkr.hcl).
-EKS_VERSION = yaml.safe_load((REPO / "stacks" / "ts-2026.10.yml").read_text())["components"]["kubernetes"][
-    "version"
-]
+CURRENT_STACK = (REPO / "stacks" / "current").read_text().strip()
+EKS_VERSION = yaml.safe_load((REPO / "stacks" / f"{CURRENT_STACK}.yml").read_text())["components"][
+    "kubernetes"
+]["version"]
 
 # Stand-ins for Canonical's and Amazon's source AMIs: moto ships none of the 2026 images our filters select,
 # so the test loads these records into moto (MOTO_AMIS_PATH). Only name, owner and architecture matter.
@@ -154,7 +155,8 @@ def packer(*args: str, timeout: int = 600, env: dict | None = None) -> subproces
     )
 
 
-STACK = "ts-2026.10"
+# make test-image builds the current stack (image.mk: STACK defaults to stacks/current).
+STACK = CURRENT_STACK
 FLAVOUR = "slurm-gpu"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import VENV_BIN
 
-from .conftest import closed_port, packer
+from .conftest import CURRENT_STACK, closed_port, packer
 
 pytestmark = pytest.mark.moto
 
@@ -50,7 +50,7 @@ def test_build_reaches_ssh_wait_then_cleans_up(moto_ec2, aws_env, tmp_path):
         "Creating temporary keypair",
         "Creating temporary security group",
         "Launching a source AWS instance",
-        'Adding tag: "trainstack:stack": "ts-2026.10"',
+        f'Adding tag: "trainstack:stack": "{CURRENT_STACK}"',
         "Waiting for SSH to become available",
         "Timeout waiting for SSH",
         "Terminating the source AWS instance",

@@ -27,7 +27,9 @@ def rules() -> list[dict]:
 
 @pytest.fixture
 def stack() -> dict:
-    return copy.deepcopy(yaml.safe_load((STACKS / "ts-2026.10.yml").read_text()))
+    return copy.deepcopy(
+        yaml.safe_load((STACKS / f"{(STACKS / 'current').read_text().strip()}.yml").read_text())
+    )
 
 
 def test_generic_environment_is_the_stacks(stack, rules):

@@ -24,7 +24,7 @@ def stack_file(request) -> Path:
 @pytest.fixture
 def current_stack() -> dict:
     """The current stack, parsed afresh for each test so mutations stay local."""
-    return yaml.safe_load((STACKS / "ts-2026.10.yml").read_text())
+    return yaml.safe_load((STACKS / f"{(STACKS / 'current').read_text().strip()}.yml").read_text())
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils import stack_sc
 from tests.support import REPO
 
 SCHEMA_FILE = REPO / "stacks" / "schema" / "stack.schema.json"
-SOURCE = "stacks/ts-2026.10.yml"
+SOURCE = f"stacks/{(REPO / 'stacks' / 'current').read_text().strip()}.yml"  # the current stack's file
 
 
 def refusal(stack) -> str:

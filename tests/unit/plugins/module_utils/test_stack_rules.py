@@ -25,6 +25,7 @@ def test_every_rule_is_cited_and_tested(rules):
         "component-os-support",
         "pytorch-nccl-pin",
         "nccl-cuda-major",
+        "pyxis-built-against-slurm",
         # Job-environment rule (never refuses a stack): tested both ways in
         # tests/unit/roles/test_efa_environment.py.
         "efa-device-rdma-read",
@@ -180,7 +181,22 @@ def test_nccl_cuda_major(good_stack, rules):
     assert report.errors[0].message == "must be equal: nccl.cuda_major=12, pytorch.cuda_runtime.major=13"
 
 
-@pytest.mark.parametrize("stack_id", ["ts-2026.10", "ts-2025.12"])
+def test_pyxis_built_against_slurm(good_stack, rules):
+    """pyxis without a Slurm to build against is refused; with one, or without pyxis, the stack passes."""
+    comps = good_stack["components"]
+    comps["pyxis"] = {**comps["cuda"], "version": "0.24.0"}
+    report = run(good_stack, rules, "pyxis-built-against-slurm")
+    assert [e.message for e in report.errors] == [
+        "pyxis 0.24.0 is built against slurm, which the stack does not pin here"
+    ] * len(report.errors)
+    assert report.errors and "pyxis/blob/v0.24.0/README.md" in report.errors[0].citation
+    comps["slurm"] = {**comps["cuda"], "version": "25.11.8"}
+    assert run(good_stack, rules, "pyxis-built-against-slurm").ok
+    del comps["pyxis"], comps["slurm"]
+    assert run(good_stack, rules, "pyxis-built-against-slurm").ok
+
+
+@pytest.mark.parametrize("stack_id", ["ts-2026.12", "ts-2026.10", "ts-2025.12"])
 def test_shipped_stacks_pass(shipped_stacks, rules, stack_id):
     report = sm.check(shipped_stacks[stack_id], rules)
     assert report.ok, sm.format_report(report)

@@ -1,9 +1,9 @@
 """Verifier for the fabric and storage roles: effective state inside the node, against the stack's pins.
 
+Built for real from their release sources (the mirror serves the upstream tags' tarballs): enroot and pyxis.
 Stand-ins (named as such, see docs/fabric.md): the EFA installer (installs Debian's rdma-core, libfabric and
-Open MPI), the aws-ofi-nccl, nccl-tests and pyxis sources (small builds with the real interfaces, compiled
-against the real libraries), and the enroot package. Everything they are built against, and Slurm, apt,
-systemd and PAM, is real.
+Open MPI) and the aws-ofi-nccl and nccl-tests sources (small builds with the real interfaces, compiled
+against the real libraries). Everything they are built against, and Slurm, apt, systemd and PAM, is real.
 """
 
 import json
@@ -133,9 +133,25 @@ def test_nccl_tests_run_under_mpirun(host):
 # ---------------------------------------------------------------- enroot + pyxis
 
 
-def test_enroot_pinned_version_installed(host):
+def test_enroot_pinned_version_built_from_source(host):
     assert host.check_output("enroot version") == VERSIONS["enroot"]
-    assert host.package("enroot").version == f"{VERSIONS['enroot']}-1"
+    assert host.check_output("command -v enroot") == "/usr/bin/enroot"
+    # Built here, not installed from a package: no dpkg entry, and the build's key recorded.
+    assert not host.package("enroot").is_installed
+    assert len(host.file("/usr/share/enroot/.trainstack-build").content_string.strip()) == 16
+    # Its helpers are the static musl builds of the release (no dynamic loader to resolve in a container).
+    for helper in (
+        "enroot-switchroot",
+        "enroot-nsenter",
+        "enroot-mount",
+        "enroot-aufs2ovlfs",
+        "enroot-mksquashovlfs",
+    ):
+        headers = host.check_output(f"readelf -lW /usr/bin/{helper}")
+        assert "DYN" in headers and "INTERP" not in headers, helper  # static PIE
+    # The build is kept under its key in the shared cache, for the next run with the same inputs.
+    key = host.file("/usr/share/enroot/.trainstack-build").content_string.strip()
+    assert host.file(f"/shared/cache/enroot-pyxis/enroot-{VERSIONS['enroot']}-{key}.tar.gz").is_file
 
 
 def test_enroot_storage_on_scratch(host):
@@ -180,7 +196,11 @@ def test_pyxis_built_and_in_plugstack(host):
 
 
 def test_slurm_loads_pyxis_through_the_plugstack(host):
-    assert "--trainstack-standin-pyxis" in host.check_output("srun --help")
+    """pyxis' own options in srun's help: Slurm loaded the real plugin, built against its headers."""
+    help_text = host.check_output("srun --help")
+    assert "--container-image" in help_text and "--container-mounts" in help_text
+    strings = host.check_output("strings /usr/local/lib/slurm/spank_pyxis.so")
+    assert f"pyxis: version v{VERSIONS['pyxis']}" in strings
 
 
 # ---------------------------------------------------------------- storage

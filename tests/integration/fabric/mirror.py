@@ -1,14 +1,21 @@
-"""Local mirror of the fabric roles' downloads for the lab, with clearly named stand-ins.
+"""Local mirror of the fabric roles' downloads for the lab: real release sources, else named stand-ins.
 
 Why: the EFA installer and GitHub (aws-ofi-nccl, nccl-tests, pyxis, enroot) are unreachable from this
 network, yet the roles must download through the artifact layer with a sha256 check. This helper lays out a
-mirror as `make mirror` would (`<artifact name>/<upstream file name>`), fills it with stand-ins built from
-tests/integration/fabric/standins (each says it is one), writes a lock file with their sha256 (what
-`make mirror` records), and serves the directory over HTTP on the lab bridge. Archives are byte-reproducible
-(fixed mtimes and owners), so the lock does not change between runs.
+mirror as `make mirror` would (`<artifact name>/<upstream file name>`) and serves it over HTTP on the lab
+bridge. Artifacts the project builds for real in the lab (REAL_SOURCES) are the release sources of the
+upstream directory (`git archive` of each tag, see its README.md), served under the file name of the URL the
+stack names; their sha256 must be the one the stack's lock (stacks/locks/<id>.lock.json) records, so the
+roles fetch them exactly as an image build would. The others are stand-ins built from
+tests/integration/fabric/standins (each says it is one). The mirror's lock file records both (`standin`
+says which). Stand-in archives are byte-reproducible (fixed mtimes and owners), so the lock is stable.
 
-    python tests/integration/fabric/mirror.py up --dir DIR [--stack S.yml --bind 10.77.0.1 --port 8671]
+    python tests/integration/fabric/mirror.py up --dir DIR [--stack S.yml --upstream UP]
+        [--bind 10.77.0.1 --port 8671]
     python tests/integration/fabric/mirror.py down --dir DIR
+
+The upstream directory: --upstream, else $TRAINSTACK_UPSTREAM_DIR, else ../shared/upstream beside the
+repository.
 """
 
 from __future__ import annotations
@@ -33,8 +40,22 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
 STANDINS = HERE / "standins"
 EPOCH = 1_700_000_000  # fixed mtime: reproducible archives
+UPSTREAM_ENV = "TRAINSTACK_UPSTREAM_DIR"
+# Served from the upstream directory (real release sources), never as stand-ins: the lab builds these.
+REAL_SOURCES = frozenset({"enroot-src", "pyxis-src"})
+
+
+def default_upstream() -> Path:
+    """The release sources to mirror: $TRAINSTACK_UPSTREAM_DIR, else the repository's ../shared/upstream."""
+    return Path(os.environ.get(UPSTREAM_ENV) or REPO.parent / "shared" / "upstream")
+
+
+def current_stack_file() -> Path:
+    """The stack stacks/current names: the one the roles install by default."""
+    return REPO / "stacks" / f"{(REPO / 'stacks' / 'current').read_text().strip()}.yml"
 
 
 def _file_name(url: str) -> str:
@@ -111,18 +132,52 @@ def _builders(components: dict) -> dict[str, Callable[[dict], bytes]]:
     }
 
 
-def build(stack_file: Path, directory: Path) -> dict:
-    """Write the stand-ins into `directory` at their mirror paths and return the lock (also written)."""
+def _stack_lock(stack_file: Path, stack_id: str) -> dict:
+    """The committed lock of the stack (stacks/locks/<id>.lock.json), or an empty one."""
+    path = stack_file.parent / "locks" / f"{stack_id}.lock.json"
+    return json.loads(path.read_text())["artifacts"] if path.is_file() else {}
+
+
+def _real_source(art: dict, upstream: Path, locked: dict | None) -> bytes:
+    """The release source for one artifact, refused unless the stack's lock vouches for exactly these bytes.
+
+    Why refuse: the lock is what every build trusts; a mirror that served other bytes would only move the
+    failure to the node, with a less clear message."""
+    path = upstream / _file_name(art["url"])
+    if not path.is_file():
+        raise SystemExit(
+            f"mirror: {art['name']}: {path} is missing (the upstream directory is --upstream, "
+            f"${UPSTREAM_ENV} or ../shared/upstream beside the repository)"
+        )
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if not locked or locked.get("url") != art["url"] or locked.get("sha256") != digest:
+        raise SystemExit(
+            f"mirror: {art['name']}: {path} has sha256 {digest}, the stack's lock records "
+            f"{(locked or {}).get('sha256')} for {art['url']}"
+        )
+    return data
+
+
+def build(stack_file: Path, directory: Path, upstream: Path | None = None) -> dict:
+    """Write the mirror's files into `directory` at their mirror paths and return its lock (also written)."""
     stack = yaml.safe_load(stack_file.read_text())
     components = stack["components"]
     builders = _builders(components)
+    upstream = upstream or default_upstream()
+    committed = _stack_lock(stack_file, stack["id"])
     lock: dict = {"format": 1, "stack": stack["id"], "artifacts": {}}
     for comp in components.values():
         for art in comp.get("artifacts") or []:
-            make = builders.get(art["name"])
-            if make is None:
+            # A real source once the stack locks it (or upstream has it); before that, its stand-in.
+            upstream_has = (upstream / _file_name(art["url"])).is_file()
+            real = art["name"] in REAL_SOURCES and (art["name"] in committed or upstream_has)
+            if real:
+                data = _real_source(art, upstream, committed.get(art["name"]))
+            elif art["name"] in builders:
+                data = builders[art["name"]](art)
+            else:
                 continue
-            data = make(art)
             target = directory / art["name"] / _file_name(art["url"])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -130,7 +185,7 @@ def build(stack_file: Path, directory: Path) -> dict:
                 "url": art["url"],
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "size": len(data),
-                "standin": True,
+                "standin": not real,
             }
     (directory / "lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
     return lock
@@ -183,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["build", "up", "down"])
     parser.add_argument("--dir", type=Path, required=True)
-    parser.add_argument("--stack", type=Path, default=HERE.parents[2] / "stacks" / "ts-2026.10.yml")
+    parser.add_argument("--stack", type=Path, default=current_stack_file())
+    parser.add_argument("--upstream", type=Path, default=None, help="release sources (default: see above)")
     parser.add_argument("--bind", default="10.77.0.1")
     parser.add_argument("--port", type=int, default=8671)
     args = parser.parse_args(argv)
@@ -191,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "down":
         stop(args.dir)
         return 0
-    lock = build(args.stack, args.dir)
+    lock = build(args.stack, args.dir, args.upstream)
     if args.action == "up":
         pid = serve(args.dir, args.bind, args.port)
         url = f"http://{args.bind}:{args.port}"

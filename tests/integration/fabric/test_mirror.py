@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import socket
 import sys
 import tarfile
@@ -25,7 +26,10 @@ def _mirror() -> ModuleType:
 
 
 mirror = _mirror()
-STACK = REPO / "stacks" / "ts-2026.10.yml"
+CURRENT = (REPO / "stacks" / "current").read_text().strip()
+STACK = REPO / "stacks" / f"{CURRENT}.yml"
+PREVIOUS = REPO / "stacks" / "ts-2026.10.yml"
+UPSTREAM = mirror.default_upstream()
 
 
 def _free_port() -> int:
@@ -35,8 +39,9 @@ def _free_port() -> int:
 
 
 def test_stand_ins_are_reproducible_and_say_what_they_are(tmp_path):
-    first = mirror.build(STACK, tmp_path / "a")
-    second = mirror.build(STACK, tmp_path / "b")
+    """The previous stack pins enroot's package and a pyxis the upstream directory lacks: stand-ins."""
+    first = mirror.build(PREVIOUS, tmp_path / "a")
+    second = mirror.build(PREVIOUS, tmp_path / "b")
     assert first == second
     assert set(first["artifacts"]) == {
         "aws-efa-installer",
@@ -49,6 +54,44 @@ def test_stand_ins_are_reproducible_and_say_what_they_are(tmp_path):
     with tarfile.open(tmp_path / "a" / "aws-efa-installer" / "aws-efa-installer-1.50.0.tar.gz") as tar:
         script = tar.extractfile("aws-efa-installer/efa_installer.sh").read().decode()
     assert "STAND-IN" in script and 'VERSION="1.50.0"' in script
+
+
+def test_current_stack_mirrors_the_real_enroot_and_pyxis_sources(tmp_path):
+    """enroot and pyxis are the upstream directory's release sources, byte for byte, under the URL's file
+    name, with the sha256 the stack's lock records; the rest stay named stand-ins."""
+    lock = mirror.build(STACK, tmp_path)
+    committed = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
+    for name in ("enroot-src", "pyxis-src"):
+        entry = lock["artifacts"][name]
+        served = tmp_path / name / entry["url"].rsplit("/", 1)[-1]
+        assert served.read_bytes() == (UPSTREAM / served.name).read_bytes()
+        assert entry["standin"] is False
+        assert entry["sha256"] == committed[name]["sha256"] == hashlib.sha256(served.read_bytes()).hexdigest()
+    assert {n for n, e in lock["artifacts"].items() if e["standin"]} == {
+        "aws-efa-installer",
+        "aws-ofi-nccl-src",
+        "nccl-tests-src",
+    }
+
+
+def test_mirror_refuses_an_upstream_source_the_lock_does_not_vouch_for(tmp_path):
+    """Other bytes under the release's name (a re-packed tarball) are refused before anything is served."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    for source in UPSTREAM.glob("*.tar.gz"):
+        (upstream / source.name).write_bytes(source.read_bytes())
+    pyxis = upstream / "pyxis-0.24.0.tar.gz"
+    pyxis.write_bytes(pyxis.read_bytes() + b"\0")
+    with pytest.raises(
+        SystemExit, match=r"pyxis-src: .*pyxis-0\.24\.0\.tar\.gz has sha256 [0-9a-f]{64}, the stack's lock"
+    ):
+        mirror.build(STACK, tmp_path / "mirror", upstream)
+    assert not (tmp_path / "mirror" / "lock.json").exists()
+
+
+def test_mirror_names_a_missing_upstream_directory(tmp_path):
+    with pytest.raises(SystemExit, match=f"enroot-src: {tmp_path}/none/enroot-4.1.2.tar.gz is missing"):
+        mirror.build(STACK, tmp_path / "mirror", tmp_path / "none")
 
 
 def test_artifact_layer_fetches_over_http_verified_by_the_lock(tmp_path):

@@ -97,7 +97,9 @@ def qos_problems(qos: list[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
-def _user_entry_problems(label: str, user: Mapping[str, Any], known: Mapping[str, set[Any]]) -> list[str]:
+def _user_entry_problems(
+    label: str, user: Mapping[str, Any], known: Mapping[str, set[Any] | None]
+) -> list[str]:
     """One user's rules; absent users need only a name (the rest is not read when removing)."""
     problems = []
     if not NAME.match(str(user.get("name", ""))):
@@ -107,12 +109,12 @@ def _user_entry_problems(label: str, user: Mapping[str, Any], known: Mapping[str
         return [*problems, f"{label}: state must be one of {', '.join(STATES)}"]
     if state == "absent":
         return problems
-    for key in ("uid", "gid"):
+    for key in ("uid", "gid") if known["gids"] is not None else ():
         if not isinstance(user.get(key), int) or isinstance(user.get(key), bool):
             problems.append(f"{label}: {key} must be an integer")
-    if isinstance(user.get("gid"), int) and user["gid"] not in known["gids"]:
+    if known["gids"] is not None and isinstance(user.get("gid"), int) and user["gid"] not in known["gids"]:
         problems.append(f"{label}: gid {user['gid']} is not the gid of a group in cluster_users_groups")
-    for group in user.get("groups") or []:
+    for group in user.get("groups") or [] if known["groups"] is not None else []:
         if group not in known["groups"]:
             problems.append(f"{label}: group {group} is not in cluster_users_groups")
     for name in _as_list(user.get("qos")):
@@ -141,12 +143,14 @@ def user_list_problems(
     accounts: list[Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Every broken rule of the user list and the lists it refers to, each naming its entry; empty when the
-    lists can be applied."""
-    groups, qos, accounts = list(groups or []), list(qos or []), list(accounts or [])
-    problems = group_problems(groups) + qos_problems(qos)
+    lists can be applied. Groups None: the directory is not written (accounting alone), so uids, gids and
+    groups are not checked."""
+    qos, accounts = list(qos or []), list(accounts or [])
+    problems = group_problems(list(groups)) if groups is not None else []
+    problems += qos_problems(qos)
     known = {
-        "gids": {group.get("gid") for group in groups},
-        "groups": {str(group.get("name")) for group in groups},
+        "gids": None if groups is None else {group.get("gid") for group in groups},
+        "groups": None if groups is None else {str(group.get("name")) for group in groups},
         "qos": {str(entry.get("name")) for entry in qos},
         "accounts": {str(entry.get("name")) for entry in accounts},
     }

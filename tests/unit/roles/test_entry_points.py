@@ -34,9 +34,12 @@ ACTIONS = {
     "image_selfcheck": {"generalize"},
     # Controller-side lifecycle of the local lab.
     "lab": {"down", "status", "remove_nodes"},
-    # Cluster-wide checks run once before any node changes, and the cluster's registration in slurmdbd.
+    # Cluster-wide checks run once before any node changes, the cluster's registration in slurmdbd and its
+    # people's associations.
     "slurm": {"validate"},
-    "slurm_accounting": {"validate", "register"},
+    "slurm_accounting": {"validate", "register", "associations"},
+    # The user list is checked on every host before the directory or accounting changes.
+    "cluster_users": {"validate"},
 }
 ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
 INCLUDE_KEYS = (

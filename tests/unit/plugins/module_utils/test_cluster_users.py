@@ -164,3 +164,10 @@ def test_associations_are_added_then_left_alone_and_absent_users_deleted(keys):
         ["sacctmgr", "--immediate", "delete", "user", "where", "name=carol", "cluster=c"]
     ]
     assert association_commands(users, [{"name": "research", "fairshare": 10}], shown[:2], "c") == []
+
+
+def test_accounting_alone_checks_qos_and_keys_but_not_groups():
+    users = [{"name": "alice", "account": "research", "qos": "huge", "groups": ["nowhere"]}]
+    assert user_list_problems(users, None, QOS) == [
+        "cluster_users_list[0] (alice): QOS huge is not in cluster_users_qos"
+    ]

@@ -314,7 +314,7 @@ def moto_aws_env(url: str, **extra: str) -> dict[str, str]:
 # Every role is in exactly one component (a unit test checks), so a new role's tests are selected at once.
 COMPONENT_ROLES: dict[str, tuple[str, ...]] = {
     "foundation": ("artifact", "base", "lab"),
-    "slurm": ("munge", "slurm", "slurm_accounting"),
+    "slurm": ("munge", "slurm", "slurm_accounting", "ldap_server", "sssd_client", "cluster_users"),
     "nvidia": ("container_runtime", "cuda", "dcgm", "gdrcopy", "nccl", "nvidia_driver"),
     "fabric": ("aws_ofi_nccl", "efa", "enroot_pyxis", "lustre_client", "nccl_tests", "nvme_scratch"),
     "image": ("image_manifest", "image_prepare", "image_selfcheck", "pytorch"),

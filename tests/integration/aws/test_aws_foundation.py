@@ -38,7 +38,12 @@ OWN_VPC = {
     "aws_foundation_fsx_link_bucket": False,
     "aws_foundation_placement_group": False,  # moto has no placement groups
     "aws_foundation_tags": {"team": "ml"},
+    # EKS: its cluster role, the EKS node policies and a private subnet in a second zone.
+    "aws_foundation_orchestrator": "eks",
 }
+
+
+FOREIGN_ROLE = "trainstack-llm-b-eks-cluster"
 
 
 @dataclass
@@ -65,11 +70,16 @@ def given(moto: MotoServer) -> Given:
     s3 = moto.client("s3", REGION)
     s3.create_bucket(Bucket="team-datasets")
     s3.put_object(Bucket="team-datasets", Key="corpus/part-0000.jsonl", Body=b"{}\n")
+    # A role of the name llm-b's EKS cluster role would have, another cluster's: llm-b is HyperPod and makes
+    # none, and its teardown (which looks for every role name) must leave this one.
+    moto.client("iam", REGION).create_role(
+        RoleName=FOREIGN_ROLE, AssumeRolePolicyDocument="{}", Tags=[{"Key": TAG, "Value": "someone-else"}]
+    )
     return Given(vpc, subnet["SubnetId"], "team-datasets")
 
 
 def given_vars(given: Given) -> dict[str, Any]:
-    """llm-b: the given subnet and bucket; no FSx, no placement group."""
+    """llm-b: the given subnet and bucket; no FSx, no placement group; HyperPod."""
     return {
         "aws_foundation_cluster_name": "llm-b",
         "aws_foundation_region": REGION,
@@ -79,6 +89,8 @@ def given_vars(given: Given) -> dict[str, Any]:
         "aws_foundation_bucket_create": False,
         "aws_foundation_bucket_name": given.bucket,
         "aws_foundation_placement_group": False,
+        # HyperPod: its execution role (the given network gets no second subnet).
+        "aws_foundation_orchestrator": "hyperpod",
     }
 
 
@@ -162,7 +174,11 @@ def tagged(moto: MotoServer, cluster: str) -> dict[str, list[str]]:
         f["FileSystemId"] for f in file_systems if {"Key": TAG, "Value": cluster} in f["Tags"]
     ]
     iam = moto.client("iam", REGION)
-    found["roles"] = [r["RoleName"] for r in iam.list_roles()["Roles"] if cluster in r["RoleName"]]
+    found["roles"] = [
+        r["RoleName"]
+        for r in iam.list_roles()["Roles"]
+        if {"Key": TAG, "Value": cluster} in iam.list_role_tags(RoleName=r["RoleName"])["Tags"]
+    ]
     found["instance_profiles"] = [
         p["InstanceProfileName"]
         for p in iam.list_instance_profiles()["InstanceProfiles"]
@@ -179,30 +195,55 @@ def vpc_ids(moto: MotoServer) -> set[str]:
 
 
 # ------------------------------------------------------------------ bad input: refused before any change
-# (cluster, the variable it gets wrong, the value): each a cluster of its own in one run.
+# (cluster, variables, the key the refusal names): each a cluster of its own in one run.
 BAD = [
-    ("bad-subnet", "aws_foundation_private_subnet_cidr", "10.1.0.0/24"),
-    ("bad-zone", "aws_foundation_availability_zone", "eu-west-1a"),
-    ("bad-fsx", "aws_foundation_fsx_per_unit_storage_throughput", 300),
+    (
+        "bad-subnet",
+        {"aws_foundation_private_subnet_cidr": "10.1.0.0/24"},
+        "aws_foundation_private_subnet_cidr",
+    ),
+    ("bad-zone", {"aws_foundation_availability_zone": "eu-west-1a"}, "aws_foundation_availability_zone"),
+    (
+        "bad-fsx",
+        {"aws_foundation_fsx_per_unit_storage_throughput": 300},
+        "aws_foundation_fsx_per_unit_storage_throughput",
+    ),
+    ("bad-orchestrator", {"aws_foundation_orchestrator": "kubernetes"}, "aws_foundation_orchestrator"),
+    # The execution role's name is taken by a role of another cluster (made below).
+    ("bad-owner", {"aws_foundation_orchestrator": "hyperpod"}, "aws_foundation_cluster_name"),
 ]
+TAKEN_ROLE = "trainstack-bad-owner-hyperpod"
 
 
 def test_bad_input_is_refused_before_anything_is_made(tmp_path: Path, moto: MotoServer, given: Given) -> None:
+    iam = moto.client("iam", REGION)
+    iam.create_role(RoleName=TAKEN_ROLE, AssumeRolePolicyDocument="{}", Tags=[{"Key": TAG, "Value": "other"}])
+    roles_before = sorted(r["RoleName"] for r in iam.list_roles()["Roles"])
     before = vpc_ids(moto)
     clusters = {
-        name: {**OWN_VPC, "aws_foundation_cluster_name": name, key: value} for name, key, value in BAD
+        name: {**OWN_VPC, "aws_foundation_cluster_name": name, **variables} for name, variables, _ in BAD
     }
     result = playbook(tmp_path, moto, "cluster_foundation", clusters)
     assert result["returncode"] != 0
-    for name, key in [case[:2] for case in BAD]:
+    for name, _, key in BAD:
         failed = [o for task, host, o in host_results(result) if host == name and o.get("failed")]
         # A looped assert says which item failed in its results.
         messages = " ".join(str(r.get("msg", "")) for f in failed for r in [f, *f.get("results", [])])
         assert key in messages, (name, messages)
         assert not any(tagged(moto, name).values())
+    assert TAKEN_ROLE in messages_of(result, "bad-owner") and "'other'" in messages_of(result, "bad-owner")
     assert vpc_ids(moto) == before
     assert [b["Name"] for b in moto.client("s3", REGION).list_buckets()["Buckets"]] == [given.bucket]
-    assert moto.client("iam", REGION).list_roles()["Roles"] == []
+    assert sorted(r["RoleName"] for r in iam.list_roles()["Roles"]) == roles_before
+    # The other cluster's role is as it was: no policy attached, none written.
+    assert iam.list_attached_role_policies(RoleName=TAKEN_ROLE)["AttachedPolicies"] == []
+    assert iam.list_role_policies(RoleName=TAKEN_ROLE)["PolicyNames"] == []
+    iam.delete_role(RoleName=TAKEN_ROLE)
+
+
+def messages_of(result: dict[str, Any], host: str) -> str:
+    failed = [o for task, name, o in host_results(result) if name == host and o.get("failed")]
+    return " ".join(str(r.get("msg", "")) for f in failed for r in [f, *f.get("results", [])])
 
 
 # ------------------------------------------------------------------ fsx_lustre on its own
@@ -321,8 +362,8 @@ def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dic
     iam = moto.client("iam", REGION)
     role = own["instance_role_name"]
     assert role == "trainstack-llm-a-node"
-    attached = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]]
-    assert attached == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    # On EKS the node role also carries the three policies a managed node group's role needs.
+    assert attached_policies(iam, role) == sorted([SSM, *EKS_NODE_POLICIES])
     inline = iam.get_role_policy(RoleName=role, PolicyName="read-cluster-bucket")["PolicyDocument"]
     granted = {(a, s["Resource"]) for s in inline["Statement"] for a in s["Action"]}
     bucket_arn = f"arn:aws:s3:::{own['bucket']}"
@@ -343,6 +384,46 @@ def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dic
     assert file_system["LustreConfiguration"]["PerUnitStorageThroughput"] == 250
     assert own["fsx_dns_name"] == file_system["DNSName"]
     assert own["placement_group"] == ""
+
+    # EKS: a private subnet in a second zone of the VPC, routed like the first; the control plane's role.
+    second = ec2.describe_subnets(SubnetIds=[own["second_private_subnet_id"]])["Subnets"][0]
+    assert second["VpcId"] == own["vpc_id"] and second["MapPublicIpOnLaunch"] is False
+    assert second["AvailabilityZone"] == own["second_availability_zone"] == "us-east-1b"
+    second_table = ec2.describe_route_tables(
+        Filters=[{"Name": "association.subnet-id", "Values": [second["SubnetId"]]}]
+    )["RouteTables"]
+    assert [t["RouteTableId"] for t in second_table] == [private_table["RouteTableId"]]
+    assert own["orchestrator"] == "eks" and own["eks_node_role_arn"] == own["instance_role_arn"]
+    assert own["hyperpod_execution_role_arn"] == ""
+    cluster_role = service_role(iam, "trainstack-llm-a-eks-cluster", "eks.amazonaws.com", "llm-a")
+    assert cluster_role["Arn"] == own["eks_cluster_role_arn"]
+    assert attached_policies(iam, cluster_role["RoleName"]) == [f"{AWS_POLICY}AmazonEKSClusterPolicy"]
+    assert iam.list_role_policies(RoleName=cluster_role["RoleName"])["PolicyNames"] == []
+
+    # HyperPod (llm-b): the execution role SageMaker assumes, reading its lifecycle prefix.
+    execution = service_role(iam, "trainstack-llm-b-hyperpod", "sagemaker.amazonaws.com", "llm-b")
+    assert execution["Arn"] == shared["hyperpod_execution_role_arn"]
+    assert attached_policies(iam, execution["RoleName"]) == [
+        f"{AWS_POLICY}AmazonSageMakerClusterInstanceRolePolicy"
+    ]
+    lifecycle = iam.get_role_policy(RoleName=execution["RoleName"], PolicyName="hyperpod-lifecycle")
+    statements = {st["Sid"]: st for st in lifecycle["PolicyDocument"]["Statement"]}
+    bucket = "arn:aws:s3:::sagemaker-trainstack-llm-b"
+    assert statements["ListTheLifecyclePrefix"]["Resource"] == bucket
+    assert statements["ReadTheLifecycleScripts"]["Resource"] == f"{bucket}/hyperpod/llm-b/*"
+    assert "ec2:CreateNetworkInterface" in statements["NetworkInterfacesInTheClusterVpc"]["Action"]
+    assert (
+        shared["eks_cluster_role_arn"],
+        shared["eks_node_role_arn"],
+        shared["second_private_subnet_id"],
+    ) == (
+        "",
+        "",
+        "",
+    )
+    assert attached_policies(iam, shared["instance_role_name"]) == [SSM]
+    # Another cluster's role of an EKS name is not llm-b's business.
+    assert {"Key": TAG, "Value": "someone-else"} in iam.list_role_tags(RoleName=FOREIGN_ROLE)["Tags"]
 
     # The second cluster lives in what it was given.
     assert (shared["vpc_id"], shared["private_subnet_id"], shared["bucket"]) == (
@@ -385,10 +466,33 @@ def test_teardown_removes_what_carries_the_tag_and_nothing_else(
     assert given.vpc_id in vpc_ids(moto)
     ec2 = moto.client("ec2", REGION)
     assert ec2.describe_subnets(SubnetIds=[given.subnet_id])["Subnets"][0]["VpcId"] == given.vpc_id
+    # A role of another cluster, with a name the teardown looks for, stays.
+    assert moto.client("iam", REGION).get_role(RoleName=FOREIGN_ROLE)["Role"]["RoleName"] == FOREIGN_ROLE
     objects = moto.client("s3", REGION).list_objects_v2(Bucket=given.bucket)["Contents"]
     assert [o["Key"] for o in objects] == ["corpus/part-0000.jsonl"]
     # A teardown that is run again (after an interrupted one, say) finds nothing to do.
     assert changed_tasks(succeeded(playbook(tmp_path, moto, "cluster_teardown", clusters))) == []
+
+
+AWS_POLICY = "arn:aws:iam::aws:policy/"
+SSM = f"{AWS_POLICY}AmazonSSMManagedInstanceCore"
+EKS_NODE_POLICIES = [
+    f"{AWS_POLICY}{name}"
+    for name in ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonEKS_CNI_Policy")
+]
+
+
+def attached_policies(iam: Any, role: str) -> list[str]:
+    """The role's AWS managed policies, sorted (IAM keeps no order)."""
+    return sorted(p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"])
+
+
+def service_role(iam: Any, name: str, service: str, cluster: str) -> dict[str, Any]:
+    """The role, checked to trust exactly the one service and to carry the cluster's tag."""
+    role = iam.get_role(RoleName=name)["Role"]
+    assert [st["Principal"] for st in role["AssumeRolePolicyDocument"]["Statement"]] == [{"Service": service}]
+    assert {"Key": TAG, "Value": cluster} in iam.list_role_tags(RoleName=name)["Tags"]
+    return role
 
 
 TEARDOWN_KEYS = {

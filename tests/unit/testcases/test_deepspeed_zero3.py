@@ -6,10 +6,8 @@ stopped after its checkpoint resumes on the uninterrupted curve bit for bit.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import free_port
+from tests.unit.testcases.case_runs import imported_modules, metric_lines, slow_python
+
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "deepspeed" / "zero3"
 FSDP = ROOT / "testcases" / "pytorch" / "fsdp"
 ENTRY = CASE / "train.py"
 MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
-SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
 sys.path.insert(0, str(CASE))
 
 
@@ -114,15 +114,9 @@ def test_offloading_and_deepspeeds_optimizer_in_the_config():
 def test_validate_only_answers_without_torch():
     """What the launcher runs on the submit host: the rules, and no torch or DeepSpeed import (fast)."""
     env = dict(os.environ, WORLD_SIZE="4")
-    ok = subprocess.run(
-        [sys.executable, "-X", "importtime", str(ENTRY), "--zero-stage", "2", "--validate-only", "true"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+    ok, imported = imported_modules(str(ENTRY), "--zero-stage", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "deepspeed/zero3: the arguments hold for 4 process(es)" in ok.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
-    }
     assert "ds_llama.config" in imported and "fsdp_llama.config" in imported
     assert "torch" not in imported and "deepspeed" not in imported
     bad = subprocess.run(
@@ -163,30 +157,8 @@ def test_latest_names_only_a_published_checkpoint(tmp_path):
 
 @pytest.fixture(scope="module")
 def deepspeed_python() -> str:
-    """A Python with the test case's requirements: TRAINSTACK_DEEPSPEED_PYTHON, else a virtualenv built from
-    the slow wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
-    """
-    given = os.environ.get("TRAINSTACK_DEEPSPEED_PYTHON")
-    if given:
-        return given
-    if not list(SLOW_WHEELHOUSE.glob("deepspeed-0.19.8-*.whl")):
-        pytest.fail(
-            "deepspeed/zero3 needs the slow wheelhouse with DeepSpeed's wheel: run make wheelhouse-slow"
-        )
-    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
-    venv = ROOT / ".cache" / "venvs" / f"deepspeed-zero3-{key}"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
-        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
-    return str(venv / "bin" / "python")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A Python with the test case's requirements: its variable, else a slow-wheelhouse virtualenv."""
+    return slow_python("TRAINSTACK_DEEPSPEED_PYTHON", MANIFEST, needs="deepspeed-0.19.8-*.whl")
 
 
 def cpu_env() -> dict[str, str]:
@@ -208,12 +180,7 @@ def finished(proc: subprocess.Popen[str], summary: Path) -> tuple[dict, list[dic
     """The run's summary and its metric lines, after it exited 0."""
     out, _err = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-4000:]
-    lines = [
-        json.loads(line.split(" ", 1)[1])
-        for line in out.splitlines()
-        if line.startswith("TRAINSTACK_METRIC ")
-    ]
-    return json.loads(summary.read_text()), lines
+    return json.loads(summary.read_text()), metric_lines(out)
 
 
 @pytest.fixture(scope="module")

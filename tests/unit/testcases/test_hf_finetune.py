@@ -6,7 +6,6 @@ place, and that accelerate's checkpoints resume a 2-process FSDP2 run on its uni
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -17,11 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.unit.testcases.case_runs import imported_modules, run_on_cpu, slow_python
+
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "hf" / "finetune"
 ENTRY = CASE / "train.py"
 MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
-SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
 TINY_CONFIG = {
     "model_type": "llama",
     "hidden_size": 64,
@@ -139,15 +139,9 @@ def test_a_model_directory_gives_its_shape_and_tokenizer():
 def test_validate_only_answers_without_torch(tmp_path):
     """What the launcher runs on the submit host: the rules, and no torch import (fast, no GPU needed)."""
     env = dict(os.environ, WORLD_SIZE="2")
-    ok = subprocess.run(
-        [sys.executable, "-X", "importtime", str(ENTRY), "--init-config", "tiny", "--validate-only", "true"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+    ok, imported = imported_modules(str(ENTRY), "--init-config", "tiny", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "hf/finetune: the arguments hold for 2 process(es)" in ok.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
-    }
     assert "fsdp_llama.config" in imported and "torch" not in imported and "transformers" not in imported
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--model-path", str(model_dir(tmp_path / "m")), "--validate-only", "1"],
@@ -242,44 +236,14 @@ def test_lora_flops_drop_the_frozen_weights_own_gradient():
 
 @pytest.fixture(scope="module")
 def hf_python() -> str:
-    """A Python with the test case's requirements: TRAINSTACK_HF_PYTHON, else a virtualenv built from the slow
-    wheelhouse as the launcher builds one (``pip install --require-hashes --no-index`` of the lock).
-    """
-    given = os.environ.get("TRAINSTACK_HF_PYTHON")
-    if given:
-        return given
-    if not (SLOW_WHEELHOUSE / ".stamp").exists():
-        pytest.fail("hf/finetune needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)")
-    lock = CASE / "requirements.lock"
-    venv = ROOT / ".cache" / "venvs" / f"hf-finetune-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, "--require-hashes", "-r", str(lock)], check=True)
-        (venv / ".complete").write_text(lock.read_text())
-    return str(venv / "bin" / "python")
+    """A Python with the test case's locked requirements: its variable, else a slow-wheelhouse virtualenv."""
+    return slow_python("TRAINSTACK_HF_PYTHON", MANIFEST, lock=CASE / "requirements.lock")
 
 
 def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
     """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
-    summary = tmp_path / f"{name}.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    env.pop("WORLD_SIZE", None)
-    launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
-    launcher += [] if procs == 1 else [f"--nproc-per-node={procs}"]
-    defaults = ("--device", "cpu", "--lora-targets", "all-linear,lm_head")
-    proc = subprocess.run(
-        [*launcher, str(ENTRY), *defaults, *args, "--summary-json", str(summary)],
-        capture_output=True, text=True, env=env, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    body = json.loads(summary.read_text())
-    body["lines"] = [
-        json.loads(line.removeprefix("TRAINSTACK_METRIC "))
-        for line in proc.stdout.splitlines()
-        if line.startswith("TRAINSTACK_METRIC ")
-    ]
-    return body
+    defaults = ("--lora-targets", "all-linear,lm_head")
+    return run_on_cpu(python, ENTRY, tmp_path / f"{name}.json", *defaults, *args, procs=procs)
 
 
 @pytest.mark.slow

@@ -6,8 +6,6 @@ resume a 2-process FSDP run (gloo between the processes) on its uninterrupted cu
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -16,11 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit.testcases.case_runs import imported_modules, run_on_cpu, slow_python
+
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "jax" / "llama"
 ENTRY = CASE / "train.py"
 MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
-SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
 
 
 @pytest.mark.parametrize(
@@ -84,21 +83,6 @@ def test_torchruns_variables_name_the_process_and_the_coordinator():
         processes({"WORLD_SIZE": "2"})
 
 
-def imported_modules(
-    *argv: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess, set]:
-    """Run Python with ``-X importtime``; the modules it imported."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env, check=False
-    )
-    names = {
-        line.rsplit("|", 1)[-1].strip()
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:")
-    }
-    return proc, names
-
-
 def test_validate_only_answers_without_jax_or_torch():
     """What the launcher runs on the submit host: the rules, and neither jax nor torch imported."""
     env = dict(os.environ, WORLD_SIZE="4")
@@ -146,43 +130,13 @@ def test_the_parameter_count_is_pytorch_fsdps():
 
 @pytest.fixture(scope="module")
 def jax_python() -> str:
-    """A Python with the test case's requirements: TRAINSTACK_JAX_PYTHON, else a virtualenv built from the
-    slow wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
-    """
-    given = os.environ.get("TRAINSTACK_JAX_PYTHON")
-    if given:
-        return given
-    if not (SLOW_WHEELHOUSE / ".stamp").exists():
-        pytest.fail("jax/llama needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)")
-    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
-    venv = ROOT / ".cache" / "venvs" / f"jax-llama-{key}"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
-        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
-    return str(venv / "bin" / "python")
+    """A Python with the test case's requirements: its variable, else a slow-wheelhouse virtualenv."""
+    return slow_python("TRAINSTACK_JAX_PYTHON", MANIFEST)
 
 
 def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
     """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
-    summary = tmp_path / f"{name}.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    env.pop("WORLD_SIZE", None)
-    launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
-    launcher += [] if procs == 1 else [f"--nproc-per-node={procs}"]
-    proc = subprocess.run(
-        [*launcher, str(ENTRY), "--device", "cpu", *args, "--summary-json", str(summary)],
-        capture_output=True, text=True, env=env, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    body = json.loads(summary.read_text())
-    body["lines"] = [
-        json.loads(line.removeprefix("TRAINSTACK_METRIC "))
-        for line in proc.stdout.splitlines()
-        if line.startswith("TRAINSTACK_METRIC ")
-    ]
-    return body
+    return run_on_cpu(python, ENTRY, tmp_path / f"{name}.json", *args, procs=procs)
 
 
 @pytest.mark.slow

@@ -5,8 +5,6 @@ are pytorch/fsdp's, and that torchtitan's checkpoints resume a 2-process FSDP ru
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -15,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit.testcases.case_runs import imported_modules, run_on_cpu, slow_python
+
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "torchtitan" / "llama"
 ENTRY = CASE / "train.py"
 MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
-SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
 
 
 @pytest.mark.parametrize(
@@ -78,15 +77,9 @@ def test_valid_degrees_fill_the_world():
 def test_validate_only_answers_without_torch():
     """What the launcher runs on the submit host: the rules, and no torch import (fast, no GPU needed)."""
     env = dict(os.environ, WORLD_SIZE="4")
-    ok = subprocess.run(
-        [sys.executable, "-X", "importtime", str(ENTRY), "--tp", "2", "--validate-only", "true"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+    ok, imported = imported_modules(str(ENTRY), "--tp", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "the arguments hold for 4 process(es)" in ok.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
-    }
     assert "fsdp_llama.config" in imported and "torch" not in imported
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--tp", "3", "--validate-only", "true"],
@@ -110,45 +103,13 @@ def test_the_manifest_stages_the_shared_package_and_names_its_check():
 
 @pytest.fixture(scope="module")
 def titan_python() -> str:
-    """A Python with the test case's requirements: TRAINSTACK_TORCHTITAN_PYTHON, else a virtualenv built
-    from the slow wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
-    """
-    given = os.environ.get("TRAINSTACK_TORCHTITAN_PYTHON")
-    if given:
-        return given
-    if not (SLOW_WHEELHOUSE / ".stamp").exists():
-        pytest.fail(
-            "torchtitan/llama needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)"
-        )
-    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
-    venv = ROOT / ".cache" / "venvs" / f"torchtitan-llama-{key}"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
-        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
-    return str(venv / "bin" / "python")
+    """A Python with the test case's requirements: its variable, else a slow-wheelhouse virtualenv."""
+    return slow_python("TRAINSTACK_TORCHTITAN_PYTHON", MANIFEST)
 
 
 def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
     """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
-    summary = tmp_path / f"{name}.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    env.pop("WORLD_SIZE", None)
-    launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
-    launcher += [] if procs == 1 else [f"--nproc-per-node={procs}"]
-    proc = subprocess.run(
-        [*launcher, str(ENTRY), "--device", "cpu", *args, "--summary-json", str(summary)],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    body = json.loads(summary.read_text())
-    body["lines"] = [
-        json.loads(line.removeprefix("TRAINSTACK_METRIC "))
-        for line in proc.stdout.splitlines()
-        if line.startswith("TRAINSTACK_METRIC ")
-    ]
-    return body
+    return run_on_cpu(python, ENTRY, tmp_path / f"{name}.json", *args, procs=procs)
 
 
 @pytest.mark.slow

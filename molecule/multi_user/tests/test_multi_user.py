@@ -67,14 +67,22 @@ def test_secret_files_are_private(host):
 
 
 def test_directory_answers_over_starttls_with_its_ca_only(host):
-    out = host.check_output(
-        f"LDAPTLS_CACERT=/etc/sssd/ldap-ca.crt LDAPTLS_REQCERT=demand ldapsearch -x -ZZ -LLL -H ldap://{HEAD}"
-        f" -b ou=people,{BASE} uid=alice uidNumber"
+    starttls = (
+        f"openssl s_client -starttls ldap -connect {HEAD}:389 -verify_hostname {HEAD} -verify_return_error"
+    )
+    trusted = host.run(f"{starttls} -CAfile /etc/sssd/ldap-ca.crt < /dev/null")
+    assert trusted.rc == 0 and "Verify return code: 0 (ok)" in trusted.stdout, trusted.stdout[-2000:]
+    other = host.run(f"{starttls} -no-CAfile -no-CApath -no-CAstore < /dev/null")
+    assert other.rc != 0, "a CA other than the directory's must not be trusted"
+
+
+def test_directory_holds_alice_with_her_key(head):
+    out = head.check_output(
+        f"LDAPTLS_CACERT=/etc/ldap/tls/ca.crt ldapsearch -x -ZZ -LLL -o ldif-wrap=no -H ldap://{HEAD}"
+        f" -b ou=people,{BASE} uid=alice uidNumber sshPublicKey"
     )
     assert "uidNumber: 6001" in out
-    system_cas = "LDAPTLS_REQCERT=demand LDAPTLS_CACERT=/etc/ssl/certs/ca-certificates.crt"
-    plain = host.run(f"{system_cas} ldapsearch -x -ZZ -H ldap://{HEAD} -b {BASE} -s base")
-    assert plain.rc != 0, "a CA other than the directory's must not be trusted"
+    assert (EPHEMERAL / "alice.pub").read_text().split()[1] in out
 
 
 def test_alice_logs_in_with_her_key_and_gets_a_private_home(head):

@@ -50,6 +50,11 @@ def foundation(moto: MotoServer, spec: Path) -> dict[str, str]:
     ]
     group = ec2.create_security_group(GroupName=f"trainstack-{name}", Description="efa", VpcId=vpc)["GroupId"]
     role = iam.create_role(RoleName=f"trainstack-{name}-node", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    cluster_role = iam.create_role(RoleName=f"trainstack-{name}-eks-cluster", AssumeRolePolicyDocument="{}")[
+        "Role"
+    ]["Arn"]
+    # EKS's second zone: the foundation makes a private subnet there for the control plane.
+    second = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.64.0/18", AvailabilityZone=f"{region}b")["Subnet"]
     profile = iam.create_instance_profile(InstanceProfileName=f"trainstack-{name}-node")["InstanceProfile"][
         "Arn"
     ]
@@ -65,6 +70,9 @@ def foundation(moto: MotoServer, spec: Path) -> dict[str, str]:
         "private_subnet_id": subnets[1],
         "security_group_id": group,
         "instance_role_arn": role,
+        "eks_cluster_role_arn": cluster_role,
+        "eks_node_role_arn": role,
+        "second_private_subnet_id": second["SubnetId"],
         "instance_profile_arn": profile,
         "placement_group": f"trainstack-{name}",
         "ami": image,
@@ -105,20 +113,31 @@ def eks_held(moto: MotoServer) -> tuple[list[str], list[str]]:
 
 def test_eks_create_again_unchanged_then_delete(moto: MotoServer, tmp_path: Path) -> None:
     outputs = foundation(moto, EKS_SPEC)
-    record(tmp_path, outputs)
     role = ("-e", f"eks_cluster_role_arn={CLUSTER_ROLE}")
 
+    # A record without a cluster role (a foundation made for another orchestrator) and no -e: refused,
+    # naming the variable; with -e the run gets past that check (here to the bad spec's refusal).
+    roleless = tmp_path / "roleless"
+    record(roleless, {k: v for k, v in outputs.items() if k != "eks_cluster_role_arn"})
+    refused = run(moto, "eks_cluster", roleless, EKS_SPEC)
+    said = " ".join(refused.stdout.split())
+    assert refused.returncode != 0 and "eks_cluster_role_arn: the record" in said, refused.stdout[-3000:]
     bad = tmp_path / "bad.yml"
     bad.write_text(EKS_SPEC.read_text().replace("os: amzn-2023", "os: ubuntu-22.04"))
-    refused = run(moto, "eks_cluster", tmp_path, bad, *role)
+    refused = run(moto, "eks_cluster", roleless, bad, *role)
     assert refused.returncode != 0 and "image.os: EKS nodes boot the eks-gpu image" in refused.stdout
     assert eks_held(moto) == ([], [])
 
-    first = run(moto, "eks_cluster", tmp_path, EKS_SPEC, *role)
+    # The roles and the second zone's subnet come from the record.
+    record(tmp_path, outputs)
+    first = run(moto, "eks_cluster", tmp_path, EKS_SPEC)
     assert first.returncode == 0, first.stdout[-4000:]
     eks = moto.client("eks", "us-west-2")
+    cluster = eks.describe_cluster(name="train-eks")["cluster"]
+    assert cluster["roleArn"] == outputs["eks_cluster_role_arn"]
+    assert outputs["second_private_subnet_id"] in cluster["resourcesVpcConfig"]["subnetIds"]
     group = eks.describe_nodegroup(clusterName="train-eks", nodegroupName="h100")["nodegroup"]
-    assert group["nodeRole"] == outputs["instance_role_arn"]
+    assert group["nodeRole"] == outputs["eks_node_role_arn"]
     assert group["subnets"] == [outputs["private_subnet_id"]]
     versions = moto.client("ec2", "us-west-2").describe_launch_template_versions(
         LaunchTemplateName="trainstack-eks-train-eks-h100"

@@ -49,6 +49,8 @@ def outputs(**changes: Any) -> dict[str, str]:
         "instance_role_name": "trainstack-train-hp-node",
         "instance_role_arn": "arn:aws:iam::123456789012:role/trainstack-train-hp-node",
         "instance_profile_arn": "arn:aws:iam::123456789012:instance-profile/trainstack-train-hp-node",
+        # The foundation of a HyperPod spec makes the execution role the instance groups run as.
+        "hyperpod_execution_role_arn": "arn:aws:iam::123456789012:role/trainstack-train-hp-hyperpod",
         "fsx_file_system_id": "fs-0ddddddddddddddd4",
         "fsx_dns_name": "fs-0ddddddddddddddd4.fsx.us-east-1.amazonaws.com",
         "fsx_mount_name": "abcdefgh",
@@ -172,7 +174,8 @@ def bad_spec(tmp_path: Path) -> Path:
 def test_a_bad_input_fails_before_any_call(
     moto: MotoServer, dirs: Dirs, tmp_path: Path, case: str, message: str
 ) -> None:
-    record(dirs, outputs(instance_role_arn=None) if case == "no-role" else outputs())
+    no_role = outputs(instance_role_arn=None, hyperpod_execution_role_arn=None)
+    record(dirs, no_role if case == "no-role" else outputs())
     extra: list[str] = []
     spec = SPEC
     if case == "no-lifecycle":
@@ -205,7 +208,7 @@ def test_create_in_service_again_unchanged_found_by_the_inventory_then_delete(
         "SourceS3Uri": f"s3://{BUCKET}/{PREFIX[:-1]}",
         "OnCreate": "on_create.sh",
     }
-    assert groups["a100"]["ExecutionRole"] == outputs()["instance_role_arn"]
+    assert groups["a100"]["ExecutionRole"] == outputs()["hyperpod_execution_role_arn"]
     uploaded = objects(moto)
     assert sorted(uploaded) == [
         f"{PREFIX}{name}"

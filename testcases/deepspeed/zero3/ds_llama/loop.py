@@ -25,7 +25,7 @@ from fsdp_llama.metrics import (
     now,
     peak_memory_gb,
     run_steps,
-    throughput_fields,
+    step_record,
 )
 from fsdp_llama.parallel import DistInfo, init_distributed, resolve_device
 
@@ -106,23 +106,10 @@ class Trainer:
         step, stats, lr = self.pending
         self.pending = None
         loss_value, grad_norm = (float(v) for v in stats.tolist())
-        finished = now()
-        elapsed = finished - (self.clock or finished)
-        self.clock = finished
-        if timed:
-            self.timer.record(elapsed)
-        self.losses.append(loss_value)
-        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
-        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.cfg.peak_tflops)
-        return {
-            "step": step + 1,
-            "loss": loss_value,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "step_time_s": elapsed if timed else None,
-            "peak_mem_gb": peak_memory_gb(self.info.device),
-            **rates,
-        }
+        rates = (self.info.world_size, self.cfg.peak_tflops)
+        return step_record(
+            self, step, (loss_value, grad_norm, lr), timed, rates, lambda: peak_memory_gb(self.info.device)
+        )
 
     def save(self, step: int) -> None:
         """DeepSpeed's save on every rank; excluded from the next step's time."""

@@ -28,7 +28,7 @@ from fsdp_llama.metrics import (
     peak_rss_gb,
     report,
     run_steps,
-    throughput_fields,
+    step_record,
 )
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -158,23 +158,10 @@ class Run:
         step, stats, lr = self.pending
         self.pending = None
         loss_value, grad_norm = (float(v) for v in np.asarray(stats))
-        finished = now()
-        elapsed = finished - (self.clock or finished)
-        self.clock = finished
-        if timed:
-            self.timer.record(elapsed)
-        self.losses.append(loss_value)
-        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
-        rates = throughput_fields(rate, self.procs.world_size, self.flops_token, self.cfg.peak_tflops)
-        return {
-            "step": step + 1,
-            "loss": loss_value,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "step_time_s": elapsed if timed else None,
-            "peak_mem_gb": peak_memory_gb(self.kind),
-            **rates,
-        }
+        rates = (self.procs.world_size, self.cfg.peak_tflops)
+        return step_record(
+            self, step, (loss_value, grad_norm, lr), timed, rates, lambda: peak_memory_gb(self.kind)
+        )
 
     def save(self, step: int) -> None:
         """Every process writes its shards; excluded from the next step's time."""

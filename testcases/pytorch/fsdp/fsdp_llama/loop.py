@@ -31,7 +31,7 @@ from .metrics import (
     now,
     peak_memory_gb,
     report,
-    throughput_fields,
+    step_record,
 )
 from .model import Transformer
 from .optim import MasterWeightAdamW
@@ -234,24 +234,10 @@ class Trainer:
         step, stats, lr = self.pending
         self.pending = None
         loss_value, grad_norm = stats.tolist()
-        finished = now()
-        elapsed = finished - (self.clock or finished)
-        self.clock = finished
-        if timed:
-            self.timer.record(elapsed)
-        self.losses.append(loss_value)
-        # A flush times only the tail of its step: report the loss, leave the rates empty rather than wrong.
-        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
-        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.peak)
-        return {
-            "step": step + 1,
-            "loss": loss_value,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "step_time_s": elapsed if timed else None,
-            "peak_mem_gb": peak_memory_gb(self.info.device),
-            **rates,
-        }
+        rates = (self.info.world_size, self.peak)
+        return step_record(
+            self, step, (loss_value, grad_norm, lr), timed, rates, lambda: peak_memory_gb(self.info.device)
+        )
 
     def pause_clock(self) -> None:
         """Exclude what follows (a checkpoint save) from the next step's time."""

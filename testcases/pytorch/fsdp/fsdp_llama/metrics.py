@@ -143,6 +143,52 @@ class Summary:
         tmp.replace(target)
 
 
+class Clocked(Protocol):
+    """A trainer that reads each step one step late and times it from the read before."""
+
+    clock: float | None
+    losses: list[float]
+    timer: StepTimer
+    flops_token: float
+    tokens_per_step: int
+
+
+def step_record(
+    run: Clocked,
+    step: int,
+    read: tuple[float, float, float],
+    timed: bool,
+    rates: tuple[int, float | None],
+    memory: Callable[[], float],
+) -> dict[str, Any]:
+    """The metric line of a step just read: ``read`` is its loss, gradient norm and learning rate, ``rates``
+    the world size and peak its throughput is divided by, ``memory`` reads the peak memory now.
+
+    Every case reads a step's loss one step late (the host never waits for the device in between), so its
+    time is the interval since the previous read. ``timed=False`` is a flush (before a checkpoint, at the
+    end): only the tail of its step was timed, so it keeps out of the throughput window and its rates are
+    null rather than wrong.
+    """
+    loss, grad_norm, lr = read
+    finished = now()
+    elapsed = finished - (run.clock or finished)
+    run.clock = finished
+    if timed:
+        run.timer.record(elapsed)
+    run.losses.append(loss)
+    rate = run.tokens_per_step / elapsed if timed and elapsed > 0 else None
+    world_size, peak = rates
+    return {
+        "step": step + 1,
+        "loss": loss,
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "step_time_s": elapsed if timed else None,
+        "peak_mem_gb": memory(),
+        **throughput_fields(rate, world_size, run.flops_token, peak),
+    }
+
+
 class RunArgs(Protocol):
     """The options the loop and the summary read, as every Llama case's ``TrainConfig`` holds them."""
 

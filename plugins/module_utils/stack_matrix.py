@@ -380,6 +380,25 @@ def _rule_built_against(
     ]
 
 
+def _rule_component_minimum(
+    rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
+) -> list[Finding]:
+    """Where the stack pins `component`, every field it pins among `minimum` must be at least that version.
+
+    A field the stack does not pin (a library another component brings along) is left to the build that finds
+    it: no finding here."""
+    if rule["component"] not in comps:
+        return []
+    out = []
+    for path, minimum in rule["minimum"].items():
+        value = field_value(comps, path)
+        if value is not None and compare_versions(value, minimum) < 0:
+            out.append(
+                _finding(rule, f"{rule['component']} needs {path} >= {minimum}, stack has {value}", target)
+            )
+    return out
+
+
 def _rule_recommended_env(
     rule: Mapping[str, Any], comps: Mapping, stack: Mapping, target: Target
 ) -> list[Finding]:
@@ -395,6 +414,7 @@ EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], li
     "os_support": _rule_os_support,
     "equal_fields": _rule_equal_fields,
     "built_against": _rule_built_against,
+    "component_minimum": _rule_component_minimum,
     "recommended_env": _rule_recommended_env,
 }
 

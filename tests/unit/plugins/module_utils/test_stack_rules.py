@@ -26,6 +26,7 @@ def test_every_rule_is_cited_and_tested(rules):
         "pytorch-nccl-pin",
         "nccl-cuda-major",
         "pyxis-built-against-slurm",
+        "aws-ofi-nccl-libfabric",
         # Job-environment rule (never refuses a stack): tested both ways in
         # tests/unit/roles/test_efa_environment.py.
         "efa-device-rdma-read",
@@ -194,6 +195,25 @@ def test_pyxis_built_against_slurm(good_stack, rules):
     assert run(good_stack, rules, "pyxis-built-against-slurm").ok
     del comps["pyxis"], comps["slurm"]
     assert run(good_stack, rules, "pyxis-built-against-slurm").ok
+
+
+def test_aws_ofi_nccl_libfabric_minimum(good_stack, rules):
+    """A pinned libfabric below 1.11.0 is refused beside aws-ofi-nccl; 1.11.0, no libfabric pin (the EFA
+    installer's), or no plugin pass."""
+    comps = good_stack["components"]
+    comps["libfabric"] = {**comps["cuda"], "version": "1.10.1"}
+    report = run(good_stack, rules, "aws-ofi-nccl-libfabric")
+    assert report.errors and {e.message for e in report.errors} == {
+        "aws_ofi_nccl needs libfabric.version >= 1.11.0, stack has 1.10.1"
+    }
+    assert "check_pkg_libfabric.m4" in report.errors[0].citation
+    comps["libfabric"]["version"] = "1.11.0"
+    assert run(good_stack, rules, "aws-ofi-nccl-libfabric").ok
+    comps["libfabric"]["version"] = "1.10.1"
+    del comps["aws_ofi_nccl"]
+    assert run(good_stack, rules, "aws-ofi-nccl-libfabric").ok
+    del comps["libfabric"]
+    assert run(good_stack, rules, "aws-ofi-nccl-libfabric").ok
 
 
 @pytest.mark.parametrize("stack_id", ["ts-2026.12", "ts-2026.10", "ts-2025.12"])

@@ -128,6 +128,19 @@ test-slow: setup wheelhouse-slow molecule-slow ## slow suites kept out of make t
 molecule-slow: setup ## slow molecule scenarios (molecule/scenarios.yml, suite slow), one after another
 	@$(call molecule_each,$(SLOW_MOLECULE_SCENARIOS))
 
+# ---------------------------------------------------------------- containers
+# OCI images of the stack with buildah (docs/containers.md): CONTAINER_FLAVOURS="base pytorch" (parents are built
+# first); CONTAINER_REGISTRY=http(s)://host[:port][/namespace] pushes them (http:// needs CONTAINER_ALLOW_HTTP=1).
+CONTAINER_FLAVOURS ?= base pytorch
+CONTAINER_REGISTRY ?=
+CONTAINER_ALLOW_HTTP ?= 0
+.PHONY: container-local
+container-local: setup wheelhouse ## build OCI images (buildah) of the stack from the local image's Debian 12; push to CONTAINER_REGISTRY
+	BUILDAH_ISOLATION=chroot $(BIN)/ansible-playbook playbooks/build_container.yml -e trainstack_stack=$(STACK) \
+	  -e '{"container_flavours": $(shell $(PY) -c 'import json,sys; print(json.dumps(sys.argv[1:]))' $(CONTAINER_FLAVOURS))}' \
+	  -e container_registry_url=$(CONTAINER_REGISTRY) -e container_registry_allow_http=$(filter 1,$(CONTAINER_ALLOW_HTTP)) \
+	  -e container_source_revision=$(IMAGE_REVISION) -e container_host_ca_certs=true -e pytorch_wheelhouse=$(WHEELHOUSE)
+
 # ---------------------------------------------------------------- demo
 .PHONY: demo
 # The demo builds the local image (base, Slurm, CPU PyTorch), makes the lab's nodes from it, and trains with the

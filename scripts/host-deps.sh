@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client python3-venv
-          make git curl ca-certificates apt-cacher-ng xz-utils)
+          make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry)
 
 fail() { echo "host-deps: $*" >&2; exit 1; }
 

@@ -1,0 +1,128 @@
+"""build_container.yml's input rules, evaluated by Ansible's templar from the playbook's own first play: a
+valid request passes every rule, each bad value fails the rule about it with a message naming the variable;
+and a bad registry URL stops the playbook before any buildah command runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from tests.support import REPO, VENV_BIN, ansible_env, case_params, trust_role_data
+
+PLAYBOOK = REPO / "playbooks" / "build_container.yml"
+
+
+def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
+    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them."""
+    monkeypatch.setenv("BUILDAH_ISOLATION", isolation)
+    play = yaml.safe_load(PLAYBOOK.read_text())[0]
+    variables = {**trust_role_data(play["vars"]), "playbook_dir": str(PLAYBOOK.parent), **overrides}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    expression = "{{ __container_input_rules | rejectattr('ok') | map(attribute='msg') | list }}"
+    return [str(m) for m in templar.template(trust_as_template(expression))]
+
+
+GOOD = [
+    ("defaults", {}),
+    ("https registry with namespace", {"container_registry_url": "https://registry.example.com/ml/train"}),
+    ("https registry with port", {"container_registry_url": "https://10.0.0.5:5000"}),
+    (
+        "lab registry over http",
+        {"container_registry_url": "http://10.77.0.1:8673", "container_registry_allow_http": True},
+    ),
+    ("base only", {"container_flavours": ["base"]}),
+    ("dotted repository", {"container_repository": "team.a/trainstack_images"}),
+]
+
+BAD = [
+    ("ftp scheme", {"container_registry_url": "ftp://registry.example.com"}, "container_registry_url=ftp://"),
+    ("no scheme", {"container_registry_url": "registry.example.com"}, "must be http(s)://host"),
+    ("credentials", {"container_registry_url": "https://user:secret@registry.example.com"}, "credentials"),
+    ("query", {"container_registry_url": "https://registry.example.com/ns?x=1"}, "container_registry_url="),
+    (
+        "http without consent",
+        {"container_registry_url": "http://10.77.0.1:8673"},
+        "container_registry_allow_http=true",
+    ),
+    (
+        "port out of range",
+        {"container_registry_url": "https://registry.example.com:70000"},
+        "port must be 1-65535",
+    ),
+    (
+        "upper-case namespace",
+        {"container_registry_url": "https://registry.example.com/ML"},
+        "namespace after the host",
+    ),
+    (
+        "trailing slash",
+        {"container_registry_url": "https://registry.example.com/ns/"},
+        "namespace after the host",
+    ),
+    ("upper-case repository", {"container_repository": "TrainStack"}, "container_repository=TrainStack"),
+    (
+        "repository with a tag",
+        {"container_repository": "trainstack:latest"},
+        "container_repository=trainstack:latest",
+    ),
+    (
+        "unknown flavour",
+        {"container_flavours": ["base", "jax"]},
+        "container_flavours: jax is not a container flavour",
+    ),
+    ("flavours as a string", {"container_flavours": "base"}, "container_flavours must be a non-empty list"),
+    ("empty flavours", {"container_flavours": []}, "container_flavours must be a non-empty list"),
+    (
+        "unknown parent",
+        {"container_image_flavours": {"a": {"parent": "b", "image_flavour": "base-gpu"}}},
+        "parent",
+    ),
+    ("name too long", {"container_repository": "a" * 250}, "at most 255 characters"),
+]
+
+
+@pytest.mark.parametrize(("overrides",), case_params([(c[0], c[1]) for c in GOOD]))
+def test_valid_inputs_pass_every_rule(monkeypatch: pytest.MonkeyPatch, overrides: dict) -> None:
+    assert failed_rules(monkeypatch, **overrides) == []
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), case_params(BAD))
+def test_each_bad_input_fails_its_rule(
+    monkeypatch: pytest.MonkeyPatch, overrides: dict, fragment: str
+) -> None:
+    messages = failed_rules(monkeypatch, **overrides)
+    assert any(fragment in m for m in messages), messages
+
+
+def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = failed_rules(monkeypatch, isolation="oci")
+    assert any(m.startswith("BUILDAH_ISOLATION=oci") for m in messages), messages
+
+
+def test_a_bad_registry_url_stops_the_playbook_before_anything_runs(tmp_path: Any) -> None:
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            str(PLAYBOOK),
+            "-e",
+            "container_registry_url=http://user:pw@10.77.0.1:8673",
+            "-e",
+            f"container_build_dir={tmp_path / 'out'}",
+        ],
+        env=ansible_env(BUILDAH_ISOLATION="chroot"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    assert proc.returncode != 0
+    assert "container_registry_url: credentials do not belong in the URL" in proc.stdout
+    assert "Plan the layers" not in proc.stdout and "Check the training stack" not in proc.stdout
+    assert not (tmp_path / "out").exists()

@@ -59,6 +59,15 @@ def test_unknown_options_are_refused_by_name(refusal):
     assert "unrecognized arguments: --tensor-parallel 2" in refusal(parse_args, ["--tensor-parallel", "2"])
 
 
+def test_paths_keep_their_case_while_switches_take_the_launchers_spelling():
+    from jax_llama.config import parse_args
+
+    argv = ["--checkpoint-dir", "/fsx/Run1", "--data", "/fsx/Tokens", "--summary-json", "/fsx/Out/S.json"]
+    cfg = parse_args([*argv, "--device", " CPU "], {})
+    assert (cfg.checkpoint_dir, cfg.data, cfg.summary_json) == ("/fsx/Run1", "/fsx/Tokens", "/fsx/Out/S.json")
+    assert cfg.device == "cpu"
+
+
 def test_valid_meshes_fill_the_world():
     from jax_llama.config import parse_args
 

@@ -112,6 +112,9 @@ LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
 # The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
 # sets it from the instance catalog of the collection that stages this payload (which keeps no GPU table).
 PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
+# String options that name files or directories: taken as given, never through the boolean spelling's
+# lower-casing (a checkpoint directory /fsx/Run1 is not /fsx/run1).
+PATH_FIELDS = frozenset({"data", "checkpoint_dir", "summary_json", "model_path"})
 # Compute precision of the blocks' matrix products: bf16, or float8 through torchao (fsdp_llama.fp8) with
 # tensorwise or rowwise scaling; every other part keeps the bf16/fp32 numerics either way.
 PRECISIONS = ("bf16", "fp8")
@@ -262,13 +265,17 @@ def options_parser(
     """One ``--kebab-case`` option per dataclass field, typed from its default.
 
     ``--peak-tflops`` is read as text and checked by :func:`peak_from`, so the message names the option or the
-    variable. ``word_fields`` (None: every string field) take the launcher's boolean spelling.
+    variable. ``word_fields`` (None: every string field but the paths of ``PATH_FIELDS``) take the launcher's
+    boolean spelling.
     """
     parser = argparse.ArgumentParser(description=description)
     defaults = config_type()
     for f in dataclasses.fields(config_type):
         default = getattr(defaults, f.name)
-        words = isinstance(default, str) if word_fields is None else f.name in word_fields
+        if word_fields is None:
+            words = isinstance(default, str) and f.name not in PATH_FIELDS
+        else:
+            words = f.name in word_fields
         if f.name == "peak_tflops":
             parser.add_argument(
                 option(f.name), default=None, metavar="TFLOPS", help=f"dense BF16 peak per GPU ({PEAK_ENV})"

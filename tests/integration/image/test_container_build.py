@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -168,12 +169,8 @@ def test_pushed_manifests_read_back_from_the_lab(builds: dict, registry: str) ->
         assert json.loads(content["annotations"]["org.trainstack.image.json"])["stack"] == STACK
         assert content == by_stack
     # A lab node reaches the registry over the bridge (where enroot will pull from).
-    answer = lab_ssh(
-        "10.77.0.11",
-        "python3",
-        "-c",
-        f"import urllib.request; print(urllib.request.urlopen('{registry}/v2/').status)",
-    )
+    probe = f"import urllib.request; print(urllib.request.urlopen('{registry}/v2/').status)"
+    answer = lab_ssh("10.77.0.11", f"python3 -c {shlex.quote(probe)}")
     assert answer.stdout.strip() == "200", answer.stderr
 
 

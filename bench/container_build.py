@@ -72,9 +72,13 @@ def buildah(*args: str) -> str:
     return subprocess.run(["buildah", *args], capture_output=True, text=True, check=True).stdout
 
 
+UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
 def image_bytes(image: str) -> int:
-    """Unpacked size of an image (all its layers), as buildah's storage reports it."""
-    return int(json.loads(buildah("images", "--json", image))[0]["size"])
+    """Unpacked size of an image (all its layers) as buildah reports it, rounded: "1.59 GB"."""
+    number, unit = json.loads(buildah("images", "--json", image))[0]["size"].split()
+    return round(float(number) * UNITS[unit])
 
 
 def image_sizes(out: Path) -> dict[str, dict]:

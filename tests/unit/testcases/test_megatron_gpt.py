@@ -8,7 +8,6 @@ CUDA when no preflight is asked for.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -21,6 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
+from tests.unit.testcases.case_runs import imported_modules, slow_python
+
 if TYPE_CHECKING:
     import torch
 
@@ -28,17 +29,6 @@ ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "megatron" / "gpt"
 ENTRY = CASE / "train.py"
 MANIFEST = yaml.safe_load((CASE / "testcase.yml").read_text())
-SLOW_WHEELHOUSE = ROOT / ".cache" / "wheelhouse-slow"
-
-
-def refusal(capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[str, str]) -> str:
-    """The message parse_args exits with (status 2, argparse's way)."""
-    from megatron_gpt.config import parse_args
-
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv, environ)
-    assert exited.value.code == 2
-    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(
@@ -88,16 +78,16 @@ def refusal(capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[s
         (["--dp", "two"], {}, "--dp must be auto or a degree >= 1"),
     ],
 )
-def test_bad_arguments_are_refused_with_the_rule(capsys, argv, environ, expected):
-    assert expected in refusal(capsys, argv, environ)
-
-
-def test_unknown_options_are_refused_by_name(capsys):
+def test_bad_arguments_are_refused_with_the_rule(refusal, argv, environ, expected):
     from megatron_gpt.config import parse_args
 
-    with pytest.raises(SystemExit):
-        parse_args(["--tensor-parallel", "2"], {})
-    assert "unrecognized arguments: --tensor-parallel 2" in capsys.readouterr().err
+    assert expected in refusal(parse_args, argv, environ)
+
+
+def test_unknown_options_are_refused_by_name(refusal):
+    from megatron_gpt.config import parse_args
+
+    assert "unrecognized arguments: --tensor-parallel 2" in refusal(parse_args, ["--tensor-parallel", "2"])
 
 
 def test_valid_degrees_fill_the_world():
@@ -126,15 +116,9 @@ def test_a_preflight_may_run_on_the_cpu():
 def test_validate_only_answers_without_torch():
     """What the launcher runs on the submit host: the rules, and no torch import (fast, no GPU needed)."""
     env = dict(os.environ, WORLD_SIZE="4")
-    ok = subprocess.run(
-        [sys.executable, "-X", "importtime", str(ENTRY), "--tp", "2", "--validate-only", "true"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+    ok, imported = imported_modules(str(ENTRY), "--tp", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "megatron/gpt: the arguments hold for 4 process(es)" in ok.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")
-    }
     assert "megatron_gpt.config" in imported and "fsdp_llama.config" in imported
     assert "torch" not in imported and "megatron" not in imported
     bad = subprocess.run(
@@ -258,19 +242,7 @@ def megatron_python() -> str:
     """A Python with the test case's requirements: TRAINSTACK_MEGATRON_PYTHON, else a virtualenv built from
     the slow wheelhouse as the launcher builds one (``pip install --no-index`` of the manifest's pins).
     """
-    given = os.environ.get("TRAINSTACK_MEGATRON_PYTHON")
-    if given:
-        return given
-    if not (SLOW_WHEELHOUSE / ".stamp").exists():
-        pytest.fail("megatron/gpt needs the slow wheelhouse: run make wheelhouse-slow (make test-slow does)")
-    key = hashlib.sha256("\n".join(sorted(MANIFEST["requirements"])).encode()).hexdigest()[:16]
-    venv = ROOT / ".cache" / "venvs" / f"megatron-gpt-{key}"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(SLOW_WHEELHOUSE)]
-        subprocess.run([*pip, *MANIFEST["requirements"]], check=True)
-        (venv / ".complete").write_text("\n".join(MANIFEST["requirements"]) + "\n")
-    return str(venv / "bin" / "python")
+    return slow_python("TRAINSTACK_MEGATRON_PYTHON", MANIFEST)
 
 
 def free_port() -> int:

@@ -10,17 +10,14 @@ instead of as an assertion on the first rank.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
-from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, ModelConfig, peak_from
+from fsdp_llama.config import LlamaRunConfig, Rule, auto_degree
 
 # The shapes this case offers: pytorch/fsdp's tiny one and the two Llama-3 shapes measured on GPUs.
 CONFIGS = ("tiny", "llama3_2_1b", "llama3_1_8b")
-BOOLEAN = ("true", "false")
 FLAGS = ("sequence_parallel", "distributed_optimizer", "validate_only", "preflight")
 RECOMPUTE = ("none", "selective", "full")
 # Float8 in megatron-core goes through Transformer Engine, which this case does not install.
@@ -38,21 +35,12 @@ CUDA_ONLY = (
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(LlamaRunConfig):
     """One run; the defaults are the tiny run the manifest launches (on one GPU)."""
 
-    config: str = "tiny"
-    steps: int = 20
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 2
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1234
-    data: str = "synthetic"
-    device: str = "auto"
+    CONFIGS: ClassVar[tuple[str, ...]] = CONFIGS
+    DESCRIPTION: ClassVar[str] = "trainstack megatron/gpt: megatron-core's GPTModel"
+
     tp: int = 1
     pp: int = 1
     dp: str = "auto"
@@ -60,84 +48,59 @@ class TrainConfig:
     distributed_optimizer: str = "false"
     recompute: str = "none"
     precision: str = "bf16"
-    checkpoint_dir: str = ""
-    checkpoint_every: int = 0
-    summary_json: str = ""
-    metric_warmup_steps: int = 3
-    max_steps_this_run: int = 0
-    peak_tflops: float | None = None
     validate_only: str = "false"
     preflight: str = "false"
 
-    @property
-    def model(self) -> ModelConfig:
-        """The named shape (validated first)."""
-        return MODEL_CONFIGS[self.config]
-
     def dp_degree(self, world_size: int) -> int:
         """``auto``: every rank that tensor and pipeline parallelism leave over replicates the model."""
-        if self.dp == "auto":
-            return max(1, world_size // (self.tp * self.pp))
-        return int(self.dp)
+        return auto_degree(self.dp, world_size, self.tp * self.pp)
 
     def micro_batches(self) -> int:
         """One micro-batch per row under pipeline parallelism (the schedule overlaps them), else one."""
         return self.batch_size if self.pp > 1 else 1
 
-    def validate(self, world_size: int) -> None:
-        """Each rule with the option it constrains named; the first one broken is raised."""
-        if self.config not in CONFIGS:
-            raise ValueError(f"--config {self.config!r} is unknown; choose one of {list(CONFIGS)}")
-        # The values first: the degree rules read them (an unparsable --dp must fail on its own rule).
-        for rules in (self._value_rules, lambda: self._parallel_rules(world_size)):
-            for ok, message in rules():
-                if not ok:
-                    raise ValueError(message)
-
-    def _value_rules(self) -> list[tuple[bool, str]]:
+    def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
+        """The shared rules and this case's values first: the degree rules read them (an unparsable --dp
+        must fail on its own rule)."""
+        del environ  # megatron-core's rules read no variable of the node
         return [
-            (self.steps >= 1, f"--steps must be >= 1, got {self.steps}"),
-            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
-            (self.seq_len >= 2, f"--seq-len must be >= 2, got {self.seq_len}"),
-            (
-                self.seq_len <= self.model.max_seq_len,
-                f"--seq-len {self.seq_len} exceeds {self.config}'s max_seq_len {self.model.max_seq_len}",
-            ),
-            (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
-            (0 <= self.min_lr_ratio <= 1, f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}"),
-            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            self.run_rules,
+            self._value_rules,
+            self.checkpoint_rules,
+            self._degree_rules,
+            lambda: self._parallel_rules(world_size),
+        ]
+
+    def _value_rules(self) -> list[Rule]:
+        return [
             (
                 self.warmup_steps < self.steps,
                 f"--warmup-steps {self.warmup_steps} must be below --steps {self.steps} (megatron-core's "
                 "schedule decays over the steps after the warm-up)",
             ),
-            (self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"),
+            self.clip_rule(),
             (self.device in ("auto", "cuda", "cpu"), f"--device must be auto, cuda or cpu: {self.device!r}"),
             (
                 self.device != "cpu" or self.preflight == "true",
                 f"--device cpu is refused: {CUDA_ONLY} (--preflight true runs what comes before them on CPU)",
             ),
-            (self.recompute in RECOMPUTE, f"--recompute must be one of {RECOMPUTE}, got {self.recompute!r}"),
+            self.one_of("recompute", RECOMPUTE),
             (
                 self.precision in PRECISIONS,
                 f"--precision must be one of {PRECISIONS}, got {self.precision!r} (float8 needs Transformer "
                 "Engine, which this test case does not install)",
             ),
-            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {self.checkpoint_every}"),
-            (
-                not (self.checkpoint_every and not self.checkpoint_dir),
-                "--checkpoint-every needs --checkpoint-dir",
-            ),
-            (
-                self.dp == "auto" or (self.dp.isdigit() and int(self.dp) >= 1),
-                f"--dp must be auto or a degree >= 1, got {self.dp!r}",
-            ),
-            (self.tp >= 1, f"--tp must be >= 1, got {self.tp}"),
-            (self.pp >= 1, f"--pp must be >= 1, got {self.pp}"),
-            *((getattr(self, flag) in BOOLEAN, f"--{_option(flag)} must be true or false") for flag in FLAGS),
         ]
 
-    def _parallel_rules(self, world: int) -> list[tuple[bool, str]]:
+    def _degree_rules(self) -> list[Rule]:
+        return [
+            self.degree_rule("dp"),
+            self.at_least("tp", 1),
+            self.at_least("pp", 1),
+            *self.flag_rules(*FLAGS),
+        ]
+
+    def _parallel_rules(self, world: int) -> list[Rule]:
         """The degrees against the shape and the world (processes of the job), megatron-core's constraints."""
         shape, tp, pp = self.model, self.tp, self.pp
         dp = self.dp_degree(world)
@@ -185,49 +148,11 @@ class TrainConfig:
         ]
 
 
-def _option(field: str) -> str:
-    """The command-line spelling of a field (``sequence_parallel`` is ``sequence-parallel``)."""
-    return field.replace("_", "-")
-
-
-def _word(value: str) -> str:
-    """The launcher's booleans (``True``, ``yes``, ``1``) as ``true``/``false``."""
-    lowered = value.strip().lower()
-    aliases = {"1": "true", "yes": "true", "on": "true", "0": "false", "no": "false", "off": "false"}
-    return aliases.get(lowered, lowered)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """One ``--kebab-case`` option per field, typed from its default."""
-    parser = argparse.ArgumentParser(description="trainstack megatron/gpt: megatron-core's GPTModel")
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(TrainConfig(), f.name)
-        option = "--" + f.name.replace("_", "-")
-        if f.name == "peak_tflops":
-            parser.add_argument(option, default=None, metavar="TFLOPS", help=f"dense BF16 peak ({PEAK_ENV})")
-        elif isinstance(default, str):
-            parser.add_argument(option, type=_word, default=default)
-        else:
-            parser.add_argument(option, type=type(default), default=default)
-    return parser
-
-
-def world_size(environ: Mapping[str, str]) -> int:
-    """torchrun's ``WORLD_SIZE``; a plain ``python`` start is one process."""
-    return int(environ.get("WORLD_SIZE", "1"))
+    """This case's options (the launcher reads them from ``--help``)."""
+    return TrainConfig.build_parser()
 
 
 def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> TrainConfig:
-    """Parse and check every rule; a broken one exits with status 2 and its message (argparse's way)."""
-    env = os.environ if environ is None else environ
-    parser = build_parser()
-    namespace = parser.parse_args(argv)
-    try:
-        namespace.peak_tflops = peak_from(namespace.peak_tflops, env)
-        cfg = TrainConfig(**vars(namespace))
-        cfg.validate(world_size(env))
-    except ValueError as err:
-        parser.error(str(err))
-    if cfg.peak_tflops is not None and not (math.isfinite(cfg.peak_tflops) and cfg.peak_tflops > 0):
-        parser.error(f"--peak-tflops must be a finite number > 0, got {cfg.peak_tflops!r}")
-    return cfg
+    """Parse and check every rule (the degrees against ``WORLD_SIZE``); a broken one exits with status 2."""
+    return TrainConfig.parse(argv, environ)

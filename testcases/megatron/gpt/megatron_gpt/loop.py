@@ -21,12 +21,12 @@ from fsdp_llama.data import BatchSource
 from fsdp_llama.metrics import (
     StepTimer,
     Summary,
-    emit,
+    finish_run,
     flops_per_token,
-    mfu_note,
     now,
     peak_memory_gb,
-    throughput_fields,
+    run_steps,
+    step_record,
 )
 from fsdp_llama.parallel import DistInfo, init_distributed
 from megatron.core import parallel_state
@@ -159,28 +159,10 @@ class Trainer:
         step, loss, lr, grad_norm = self.pending
         self.pending = None
         loss_value = float(loss.item())
-        finished = now()
-        elapsed = finished - (self.clock or finished)
-        self.clock = finished
-        if timed:
-            self.timer.record(elapsed)
-        self.losses.append(loss_value)
-        rate = self.tokens_per_step / elapsed if timed and elapsed > 0 else None
-        rates = throughput_fields(rate, self.info.world_size, self.flops_token, self.cfg.peak_tflops)
-        return {
-            "step": step + 1,
-            "loss": loss_value,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "step_time_s": elapsed if timed else None,
-            "peak_mem_gb": peak_memory_gb(self.info.device),
-            **rates,
-        }
-
-
-def _emit(record: dict[str, Any] | None, info: DistInfo) -> None:
-    if record is not None and info.is_main:
-        emit(record)
+        rates = (self.info.world_size, self.cfg.peak_tflops)
+        return step_record(
+            self, step, (loss_value, grad_norm, lr), timed, rates, lambda: peak_memory_gb(self.info.device)
+        )
 
 
 def train(cfg: TrainConfig) -> Summary:
@@ -190,52 +172,19 @@ def train(cfg: TrainConfig) -> Summary:
     if info.device.type != "cuda":
         raise RuntimeError(f"megatron/gpt found no CUDA device: {CUDA_ONLY}")
     run = Trainer(cfg, info)
-    last = cfg.steps
-    if cfg.max_steps_this_run:
-        last = min(last, run.start_step + cfg.max_steps_this_run)
-    for step in range(run.start_step, last):
-        _emit(run.step(step), info)
-        done = step + 1
-        if cfg.checkpoint_dir and (
-            done == last or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)
-        ):
-            _emit(run.finish(timed=False), info)
-            run.save(done)
-    _emit(run.finish(timed=False), info)
-    return _summary(cfg, info, run, last, t_start)
-
-
-def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start: float) -> Summary:
-    rates = throughput_fields(run.timer.tokens_per_s(), info.world_size, run.flops_token, cfg.peak_tflops)
+    last = run_steps(cfg, run, info.is_main, run.save if cfg.checkpoint_dir else None)
     from importlib.metadata import version
 
-    summary = Summary(
-        testcase=TESTCASE,
-        world_size=info.world_size,
-        nodes=info.nodes,
-        device=info.device.type,
-        gpu_model=torch.cuda.get_device_name(info.device),
-        steps=last,
-        first_loss=run.losses[0] if run.losses else None,
-        final_loss=run.losses[-1] if run.losses else None,
-        tokens_per_s=rates["tokens_per_s"],
-        tflops_per_gpu=rates["tflops_per_gpu"],
-        mfu=rates["mfu"],
-        peak_mem_gb=peak_memory_gb(info.device),
-        elapsed_s=now() - t_start,
+    return finish_run(
+        TESTCASE,
+        cfg,
+        run,
+        info.placement(),
+        last=last,
+        t_start=t_start,
+        params=run.built.params,
         extra={
             "config": cfg.config,
-            "tokens_per_s_per_gpu": rates["tokens_per_s_per_gpu"],
-            "resumed_from_step": run.start_step,
-            "steps_this_run": len(run.losses),
-            "losses": run.losses,
-            "params": run.built.params,
-            "flops_per_token": run.flops_token,
-            "peak_tflops": cfg.peak_tflops,
-            "mfu_note": mfu_note(cfg.peak_tflops),
-            "batch_size": cfg.batch_size,
-            "seq_len": cfg.seq_len,
-            "global_batch_tokens": run.tokens_per_step,
             "tp": cfg.tp,
             "pp": cfg.pp,
             "dp": run.dp_world,
@@ -251,6 +200,3 @@ def _summary(cfg: TrainConfig, info: DistInfo, run: Trainer, last: int, t_start:
             "hostname": os.uname().nodename,
         },
     )
-    if info.is_main:
-        summary.write(cfg.summary_json)
-    return summary

@@ -3,8 +3,9 @@
 # Refuses, before changing anything, unless run as root on Debian or Ubuntu; a second run installs nothing.
 set -euo pipefail
 
+# ansible-test sanity lints the shell scripts only where shellcheck is installed.
 PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client python3-venv
-          make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry)
+          make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry shellcheck)
 
 fail() { echo "host-deps: $*" >&2; exit 1; }
 

@@ -8,6 +8,7 @@ logs=${MOLECULE_LOGS:-.cache/molecule-logs}
 mkdir -p "$logs"
 [ "$#" -gt 0 ] || { echo "run-molecule: no scenarios given" >&2; exit 2; }
 
+# shellcheck disable=SC2317 # run by xargs through export -f, not called here
 run_one() {
   local s=$1 start rc
   start=$(date +%s)

@@ -72,6 +72,7 @@ load_bootstrap_functions() {
   # shellcheck source=node_bootstrap.sh
   source "$scratch/node_bootstrap.sh"
   work_dir="$hp_work_dir"
+  # shellcheck disable=SC2034 # read by node_bootstrap.sh's functions, sourced above
   bundle="$bundle_file"
 }
 
@@ -266,6 +267,7 @@ main() {
   install_ansible
   install_bundle "$bundle_file"
   run_node_playbook "$work_dir/plan.json"
+  # shellcheck disable=SC2034 # read by node_bootstrap.sh's log, sourced by install_bundle
   step="done"
   log "HyperPod node setup finished"
 }

@@ -221,11 +221,11 @@ def test_bad_input_is_refused_before_anything_is_made(tmp_path: Path, moto: Moto
     roles_before = sorted(r["RoleName"] for r in iam.list_roles()["Roles"])
     before = vpc_ids(moto)
     clusters = {
-        name: {**OWN_VPC, "aws_foundation_cluster_name": name, **variables} for name, variables, _ in BAD
+        name: {**OWN_VPC, "aws_foundation_cluster_name": name, **variables} for name, variables, _key in BAD
     }
     result = playbook(tmp_path, moto, "cluster_foundation", clusters)
     assert result["returncode"] != 0
-    for name, _, key in BAD:
+    for name, _variables, key in BAD:
         failed = [o for task, host, o in host_results(result) if host == name and o.get("failed")]
         # A looped assert says which item failed in its results.
         messages = " ".join(str(r.get("msg", "")) for f in failed for r in [f, *f.get("results", [])])

@@ -55,7 +55,7 @@ def _config(directory: Path, bind: str, port: int) -> Path:
 
 
 def _wait(url: str) -> bool:
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             with urllib.request.urlopen(f"{url}/v2/", timeout=1) as reply:
                 if reply.status == 200:
@@ -97,7 +97,7 @@ def stop(directory: Path) -> None:
     pid = int(pidfile.read_text())
     if _alive(pid):
         os.kill(pid, signal.SIGTERM)
-        for _ in range(50):
+        for _attempt in range(50):
             if not _alive(pid):
                 break
             time.sleep(0.1)

@@ -212,11 +212,9 @@ class RunProgress(Protocol):
 
     def step(self, step: int) -> dict[str, Any] | None:
         """Queue one step; the record of the one before (read one step late), None for the first."""
-        ...
 
     def finish(self, timed: bool = True) -> dict[str, Any] | None:
         """The record of the step still pending, None when none is."""
-        ...
 
 
 def last_step(cfg: RunArgs, start: int) -> int:

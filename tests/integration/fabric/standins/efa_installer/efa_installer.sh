@@ -32,6 +32,7 @@ export DEBIAN_FRONTEND=noninteractive
 # apt (2.6) does not try again a fetch that a proxy answered 503 or cut mid-file (Acquire::Retries covers
 # connection failures only): the install is tried again, keeping what it already downloaded.
 for attempt in 1 2 3 4 5; do
+  # shellcheck disable=SC2086 # a list of package names, split on purpose
   apt-get install -y -q --no-install-recommends $packages >/dev/null && break
   [ "$attempt" -lt 5 ] || { echo "efa_installer.sh (stand-in): apt-get install failed 5 times" >&2; exit 1; }
   echo "efa_installer.sh (stand-in): apt-get install failed (attempt $attempt of 5); trying again" >&2
@@ -58,6 +59,7 @@ fi
   echo "# EFA installer version: $VERSION"
   echo "# Stand-in: tests/integration/fabric/standins (Debian packages, not AWS's)"
   echo "# Options: minimal=$minimal skip_kmod=$skip_kmod skip_limit_conf=$skip_limit verify=$verify enable_gdr=$gdr"
+  # shellcheck disable=SC2086 # a list of package names, split on purpose
   dpkg-query -W $packages
 } > /opt/amazon/efa_installed_packages
 if [ "$verify" = 1 ]; then

@@ -17,11 +17,11 @@ def launch(*extra: str, check: bool = True) -> subprocess.CompletedProcess:
     return playbook("launch_training", "-i", "inventories/local", *extra, check=check, timeout=1200)
 
 
-def fsdp_on_both_nodes(name: str, *extra: str) -> list[str]:
-    """launch_training arguments: pytorch/fsdp on the lab's two compute nodes, results on the shared dir."""
+def on_both_nodes(testcase: str, name: str, *extra: str) -> list[str]:
+    """launch_training arguments: a test case on the lab's two compute nodes, results on the shared dir."""
     return [
         "-e",
-        "training_job_testcase=pytorch/fsdp",
+        f"training_job_testcase={testcase}",
         "-e",
         "training_job_nodes=2",
         "-e",
@@ -30,6 +30,16 @@ def fsdp_on_both_nodes(name: str, *extra: str) -> list[str]:
         f"training_job_results_dir={SHARED.parent}/results",
         *extra,
     ]
+
+
+def fsdp_on_both_nodes(name: str, *extra: str) -> list[str]:
+    """pytorch/fsdp on both compute nodes."""
+    return on_both_nodes("pytorch/fsdp", name, *extra)
+
+
+def slow_case_on_both_nodes(testcase: str, name: str, wheelhouse: Path, *extra: str) -> list[str]:
+    """A test case of the slow wheelhouse on both compute nodes, its virtualenv built from ``wheelhouse``."""
+    return on_both_nodes(testcase, name, "-e", f"training_job_wheelhouse={wheelhouse}", *extra)
 
 
 def results_dir(output: str) -> Path:

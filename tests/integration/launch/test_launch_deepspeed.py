@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import ansible_env, on_lab_node
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import SHARED, launch, nothing_submitted, results_dir, slow_case_on_both_nodes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SLOW_WHEELHOUSE = Path(".cache/wheelhouse-slow").resolve()
@@ -30,21 +30,9 @@ def slow_wheelhouse(lab_ready: None) -> Path:
 
 
 def zero_on_both_nodes(name: str, wheelhouse: Path, args: dict, *extra: str) -> list[str]:
-    return [
-        "-e",
-        "training_job_testcase=deepspeed/zero3",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        f"training_job_wheelhouse={wheelhouse}",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
-        "-e",
-        json.dumps({"training_job_args": args}),
-        *extra,
-    ]
+    return slow_case_on_both_nodes(
+        "deepspeed/zero3", name, wheelhouse, "-e", json.dumps({"training_job_args": args}), *extra
+    )
 
 
 def test_zero3_on_two_nodes(slow_wheelhouse: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import ansible_env, on_lab_node
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import SHARED, launch, nothing_submitted, results_dir, slow_case_on_both_nodes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SLOW_WHEELHOUSE = Path(".cache/wheelhouse-slow").resolve()
@@ -46,22 +46,15 @@ def tiny_model(lab_ready: None) -> Path:
 
 
 def hf_on_both_nodes(name: str, wheelhouse: Path, args: dict, *extra: str) -> list[str]:
-    return [
+    # A null value drops the manifest's default (--init-config tiny) from the command line.
+    return slow_case_on_both_nodes(
+        "hf/finetune",
+        name,
+        wheelhouse,
         "-e",
-        "training_job_testcase=hf/finetune",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        f"training_job_wheelhouse={wheelhouse}",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
-        "-e",
-        # A null value drops the manifest's default (--init-config tiny) from the command line.
         json.dumps({"training_job_args": {"init-config": None, **args}}),
         *extra,
-    ]
+    )
 
 
 def test_lora_from_a_model_directory_with_fsdp2_on_two_nodes(slow_wheelhouse: Path, tiny_model: Path) -> None:

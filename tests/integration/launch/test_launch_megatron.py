@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import SHARED, launch, nothing_submitted, results_dir, slow_case_on_both_nodes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SLOW_WHEELHOUSE = Path(".cache/wheelhouse-slow").resolve()
@@ -37,22 +37,15 @@ def slow_wheelhouse(lab_ready: None) -> Path:
 
 
 def megatron_on_both_nodes(name: str, wheelhouse: Path, args: dict) -> list[str]:
-    return [
-        "-e",
-        "training_job_testcase=megatron/gpt",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        f"training_job_wheelhouse={wheelhouse}",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
+    return slow_case_on_both_nodes(
+        "megatron/gpt",
+        name,
+        wheelhouse,
         "-e",
         "training_job_checkpoint_every=1",
         "-e",
         json.dumps({"training_job_args": args}),
-    ]
+    )
 
 
 def test_the_preflight_runs_on_two_cpu_nodes_and_shows_as_one(slow_wheelhouse: Path) -> None:

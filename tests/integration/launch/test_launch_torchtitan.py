@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SHARED, launch, nothing_submitted, results_dir
+from .conftest import launch, nothing_submitted, results_dir, slow_case_on_both_nodes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SLOW_WHEELHOUSE = Path(".cache/wheelhouse-slow").resolve()
@@ -26,19 +26,7 @@ def slow_wheelhouse(lab_ready: None) -> Path:
 
 
 def titan_on_both_nodes(name: str, wheelhouse: Path, *extra: str) -> list[str]:
-    return [
-        "-e",
-        "training_job_testcase=torchtitan/llama",
-        "-e",
-        "training_job_nodes=2",
-        "-e",
-        f"training_job_name={name}",
-        "-e",
-        f"training_job_wheelhouse={wheelhouse}",
-        "-e",
-        f"training_job_results_dir={SHARED.parent}/results",
-        *extra,
-    ]
+    return slow_case_on_both_nodes("torchtitan/llama", name, wheelhouse, *extra)
 
 
 def test_torchtitan_fsdp_on_two_nodes(slow_wheelhouse: Path) -> None:

@@ -3,6 +3,8 @@ own files rendered in process, as a play would: tests/support.py role_templar), 
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 import yaml
 
@@ -38,9 +40,24 @@ BAD_INPUT = [
         "enroot_pyxis_build_cache_dir",
     ),
     ("enroot_no_rpm", "al2023", {"trainstack_stack": PREVIOUS}, "a .rpm package"),
+    (
+        "enroot_http_scheme",
+        "ubuntu2204",
+        {"enroot_pyxis_http_registries": ["http://10.77.0.1:8673"]},
+        "enroot_pyxis_http_registries",
+    ),
+    (
+        "enroot_http_and_global",
+        "ubuntu2204",
+        {"enroot_pyxis_http_registries": ["10.77.0.1:8673"], "enroot_pyxis_config": {"ENROOT_ALLOW_HTTP": "y"}},
+        "ENROOT_ALLOW_HTTP in enroot_pyxis_config",
+    ),
 ]
 # (case id, os, variables)
-GOOD_INPUT = [("enroot_ok", "ubuntu2404arm", {})]
+GOOD_INPUT = [
+    ("enroot_ok", "ubuntu2404arm", {}),
+    ("enroot_http_registry", "ubuntu2204", {"enroot_pyxis_http_registries": ["10.77.0.1:8673", "reg.lab"]}),
+]
 
 
 def previous_stack_values(os_key: str) -> dict:
@@ -87,6 +104,52 @@ def test_enroot_on_al2023_without_source_wants_an_rpm():
     values = previous_stack_values("al2023")
     assert values["__enroot_pyxis_package_format"] == "rpm"
     assert values["__enroot_pyxis_enroot_package"] == {}
+
+
+def allow_http(registries: list[str], *command: str) -> str | None:
+    """ENROOT_ALLOW_HTTP as enroot computes it from the role's enroot.conf for ``command``: its config::load
+    runs ``$(eval echo "$value")`` in the enroot process itself, whose command line names the image."""
+    from ansible.template import trust_as_template
+
+    templar = role_templar(ROLE, "debian12", {"enroot_pyxis_http_registries": registries})
+    conf = templar.template(trust_as_template("{{ __enroot_pyxis_conf }}"))
+    if "ENROOT_ALLOW_HTTP" not in conf:
+        return None
+    script = 'value="$1"; shift; eval echo "${value}"'
+    evaluated = subprocess.run(
+        ["bash", "-c", script, "enroot", conf["ENROOT_ALLOW_HTTP"], *command],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert evaluated.stderr == ""
+    return evaluated.stdout.strip()
+
+
+LAB = ["10.77.0.1:8673", "registry.lab"]
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["import", "docker://10.77.0.1:8673#lab/probe:1"], "yes"),
+        (["import", "-o", "x.sqsh", "docker://user@registry.lab#lab/probe"], "yes"),
+        (["load", "--name", "c", "docker://registry.lab#probe"], "yes"),
+        # Another registry, the same one under another spelling, or no registry (Docker Hub): HTTPS.
+        (["import", "docker://10.77.0.1:8674#lab/probe:1"], "no"),
+        (["import", "docker://10x77.0.1:8673#lab/probe:1"], "no"),
+        (["import", "docker://10.77.0.1:8673/lab/probe:1"], "no"),
+        (["import", "docker://registry.lab.example.com#probe"], "no"),
+        (["import", "docker://ubuntu:24.04"], "no"),
+        (["start", "probe", "sh", "-c", "echo docker://10.77.0.1:8673#x"], "no"),
+    ],
+)
+def test_plain_http_only_for_the_named_registries(command, expected):
+    assert allow_http(LAB, *command) == expected
+
+
+def test_no_http_registries_leave_https_everywhere():
+    assert allow_http([], "import", "docker://10.77.0.1:8673#lab/probe:1") is None
 
 
 test_bad_input_is_refused_naming_the_variable, test_good_input_passes_validation = input_validation_tests(

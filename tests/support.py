@@ -268,13 +268,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_moto(log: Path | None = None, env: dict[str, str] | None = None) -> MotoServer:
+def start_moto(
+    log: Path | None = None, env: dict[str, str] | None = None, server: Path | None = None
+) -> MotoServer:
     """Start moto_server on a free loopback port and wait until it answers; ``env`` adds to its environment
-    (e.g. MOTO_IAM_LOAD_MANAGED_POLICIES=true, without which moto knows no AWS managed policy)."""
+    (e.g. MOTO_IAM_LOAD_MANAGED_POLICIES=true, without which moto knows no AWS managed policy); ``server`` is
+    a script that adds to moto what it lacks and runs its server with moto_server's arguments."""
     port = free_port()
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
+    command = [str(VENV_BIN / "python"), str(server)] if server else [str(VENV_BIN / "moto_server")]
     process = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        [*command, "-H", "127.0.0.1", "-p", str(port)],
         stdout=out,
         stderr=out,
         env={**os.environ, **(env or {})},

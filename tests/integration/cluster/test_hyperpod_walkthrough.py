@@ -5,6 +5,10 @@ steps (foundation, node bundle, cluster, delete, teardown, each from the example
 in order against a real moto server, with what moto needs (AWS_ENDPOINT_URL, the foundation switches for what
 it lacks) and every record, bundle and lifecycle file in a temporary directory; the cluster step runs twice,
 the second time changing nothing. The foundation and the node bundle take minutes on a 2-core host.
+
+moto's FSx leaves out the file system's MountName, which AWS always answers and the cluster step needs: the
+server is moto_server_fsx.py (moto with AWS's MountName added in the server process), and the mount name the
+nodes are given must be the one FSx answered.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, moto_aws_env, start_moto
+from tests.support import REPO, VENV_BIN, MotoServer, moto_aws_env, start_moto
 
 pytestmark = [pytest.mark.cluster]
 
 DOC = REPO / "docs" / "aws-hyperpod.md"
+MOTO_WITH_MOUNT_NAME = Path(__file__).with_name("moto_server_fsx.py")
 HEADING = "## Walkthrough\n"
 SPEC = "inventories/aws/hyperpod/train-hp.yml"
 REGION = "us-east-1"
@@ -67,10 +72,44 @@ def run_here(url: str, extra_vars: Path, command: str) -> subprocess.CompletedPr
     return done
 
 
+def create_lustre(server: MotoServer, deployment: str) -> dict:
+    """A Lustre file system as the foundation asks for one, as the server answers its creation."""
+    ec2 = server.client("ec2", REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.1.0/24")["Subnet"]["SubnetId"]
+    return server.client("fsx", REGION).create_file_system(
+        FileSystemType="LUSTRE",
+        StorageCapacity=1200,
+        SubnetIds=[subnet],
+        LustreConfiguration={"DeploymentType": deployment},
+    )["FileSystem"]
+
+
+@pytest.mark.moto
+def test_moto_lacks_the_mount_name_and_the_test_server_adds_it_as_aws_does() -> None:
+    """Plain moto answers no MountName (when it does, moto_server_fsx.py can go); the test server answers
+    AWS's: eight lowercase letters and digits, `fsx` for SCRATCH_1, the same on every describe."""
+    plain = start_moto()
+    try:
+        assert "MountName" not in create_lustre(plain, "PERSISTENT_2").get("LustreConfiguration", {})
+    finally:
+        plain.stop()
+    server = start_moto(server=MOTO_WITH_MOUNT_NAME)
+    try:
+        made = create_lustre(server, "PERSISTENT_2")
+        mount_name = made["LustreConfiguration"]["MountName"]
+        assert re.fullmatch(r"[a-z0-9]{8}", mount_name)
+        described = server.client("fsx", REGION).describe_file_systems(FileSystemIds=[made["FileSystemId"]])
+        assert described["FileSystems"][0]["LustreConfiguration"]["MountName"] == mount_name
+        assert create_lustre(server, "SCRATCH_1")["LustreConfiguration"]["MountName"] == "fsx"
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.moto
 def test_the_walkthrough_runs_against_moto(tmp_path: Path) -> None:
-    server = start_moto(env={"MOTO_IAM_LOAD_MANAGED_POLICIES": "true"})
+    server = start_moto(env={"MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}, server=MOTO_WITH_MOUNT_NAME)
     try:
         extra = tmp_path / "extra.json"
         extra.write_text(
@@ -87,8 +126,17 @@ def test_the_walkthrough_runs_against_moto(tmp_path: Path) -> None:
         )
         foundation, bundle, cluster, delete, teardown = walkthrough()
         run_here(server.url, extra, foundation)
+        record = json.loads((tmp_path / "records" / "train-hp.foundation.json").read_text())
+        fsx = server.client("fsx", REGION).describe_file_systems(FileSystemIds=[record["fsx_file_system_id"]])
+        mount_name = fsx["FileSystems"][0]["LustreConfiguration"]["MountName"]
+        assert record["fsx_mount_name"] == mount_name
         run_here(server.url, extra, bundle)
         run_here(server.url, extra, cluster)
+        parameters = json.loads(
+            (tmp_path / "lifecycle" / "train-hp" / "provisioning_parameters.json").read_text()
+        )
+        assert parameters["fsx_mountname"] == mount_name
+        assert parameters["fsx_dns_name"] == record["fsx_dns_name"]
         sagemaker = server.client("sagemaker", REGION)
         assert sagemaker.describe_cluster(ClusterName="train-hp")["ClusterStatus"] == "InService"
         again = run_here(server.url, extra, cluster)

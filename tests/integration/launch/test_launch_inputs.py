@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.image.oci_push import RECORD_ANNOTATION, Registry, record, running_registry
 from tests.support import VENV_BIN, playbook
 
 HERE = Path(__file__).resolve().parent
@@ -266,3 +268,87 @@ def test_a_test_cases_own_rules_refuse_its_arguments_before_submission(tmp_path:
     staged = tmp_path / "shared" / "trainstack"
     assert (staged / "testcases" / "torchtitan" / "llama" / "fsdp_llama" / "metrics.py").is_file()
     assert not list((staged / "runs").iterdir()) and not (tmp_path / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def image_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A real registry holding: an image built for CUDA 13.2 (its stack record as the annotation), a CPU image
+    (record without CUDA) and an image without a record."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as registry:
+        registry.image("lab/trainstack/pytorch", "cuda13", {RECORD_ANNOTATION: json.dumps(record("13.2"))})
+        registry.image("lab/trainstack/pytorch", "cpu", {RECORD_ANNOTATION: json.dumps(record())})
+        registry.image("other/plain", "1", {"org.opencontainers.image.title": "plain"})
+        yield registry
+
+
+def host_record(tmp_path: Path, driver: str) -> str:
+    """This host's stack record as an AMI's image_manifest writes it, naming its NVIDIA driver."""
+    path = tmp_path / "host-image.json"
+    path.write_text(json.dumps({"components": {"nvidia_driver": {"pinned": driver, "installed": driver}}}))
+    return str(path)
+
+
+def container_launch(tmp_path: Path, image: str, *extra: str) -> subprocess.CompletedProcess:
+    return launch(
+        tmp_path,
+        "-e",
+        "launch_host=localhost",
+        *local_request(tmp_path),
+        "-e",
+        f"training_job_container_image={image}",
+        "-e",
+        "training_job_container_allow_http=true",
+        *extra,
+        "--check",
+    )
+
+
+def test_a_container_image_is_checked_against_the_hosts_driver_before_submission(
+    tmp_path: Path, image_registry: Registry
+) -> None:
+    """From the registry, before anything is staged: CUDA 13.2 against a 570 driver is refused with both
+    versions and the matrix's rule; a tag the registry lacks is its 404 even with the override; an image
+    without a record passes only with the explicit override, which says what it skipped."""
+    cuda13 = f"{image_registry.host}/lab/trainstack/pytorch:cuda13"
+    old = container_launch(
+        tmp_path, cuda13, "-e", f"__training_job_host_record={host_record(tmp_path, '570.86.10')}"
+    )
+    message = error(old)
+    assert (
+        f"training_job_container_image {cuda13} needs a newer NVIDIA driver than the host's 570.86.10"
+        in message
+    )
+    assert "nvidia_driver 570.86.10 is too old for cuda.version 13.2.51: needs >= 580.65.06" in message
+    assert "(rule cuda-driver-minimum of the version matrix" in message
+
+    missing = f"{image_registry.host}/lab/trainstack/pytorch:no-such-tag"
+    message = error(container_launch(tmp_path, missing, "-e", "training_job_container_unchecked=true"))
+    assert (
+        f"training_job_container_image {missing}: registry {image_registry.host} has no manifest" in message
+    )
+    assert "(404 from" in message
+    assert nothing_written(tmp_path)
+
+    plain = f"{image_registry.host}/other/plain:1"
+    unchecked = container_launch(tmp_path, plain, "-e", "training_job_container_unchecked=true")
+    assert unchecked.returncode == 0, unchecked.stdout[-3000:]
+    assert f"launching {plain} without training_job_container_image {plain} carries no stack record" in (
+        " ".join(unchecked.stdout.split())
+    )
+
+
+@pytest.mark.slow
+def test_a_matching_driver_passes_and_a_missing_record_needs_the_override(
+    tmp_path: Path, image_registry: Registry
+) -> None:
+    cuda13 = f"{image_registry.host}/lab/trainstack/pytorch:cuda13"
+    new = container_launch(
+        tmp_path, cuda13, "-e", f"__training_job_host_record={host_record(tmp_path, '595.91.07')}"
+    )
+    assert new.returncode == 0, new.stdout[-3000:]
+    assert "Check mode: pytorch/ddp passed every check" in new.stdout
+    plain = f"{image_registry.host}/other/plain:1"
+    assert f"training_job_container_image {plain} carries no stack record" in error(
+        container_launch(tmp_path, plain)
+    )
+    assert nothing_written(tmp_path)

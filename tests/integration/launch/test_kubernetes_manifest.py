@@ -3,20 +3,42 @@
 Offline stand-ins for an API server (tests/support.py): the Kubeflow training SDK's generated API models
 (every field name and type of kubeflow.org/v1 PyTorchJob) and kubernetes-validate's JSON schemas of
 Kubernetes 1.30 (strict, so an unknown field fails) for each replica's pod.
+
+The image is training_job_container_image in a real registry (Debian's docker-registry on a loopback port,
+tests/integration/image/oci_push.py): the launch reads its stack record and the pods run it pinned to the
+manifest digest the registry answered with.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.integration.image.oci_push import RECORD_ANNOTATION, record, running_registry
 from tests.support import VENV_BIN, api_model_problems, pytorchjob_problems, run
 
 
 @pytest.fixture(scope="module")
-def manifest(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(reference, pinned reference) of a CUDA 13.2 image in a real registry."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as registry:
+        body = registry.image(
+            "ml/trainstack/pytorch", "ts-2026.12", {RECORD_ANNOTATION: json.dumps(record("13.2"))}
+        )
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        yield (
+            f"{registry.host}/ml/trainstack/pytorch:ts-2026.12",
+            f"{registry.host}/ml/trainstack/pytorch@{digest}",
+        )
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory: pytest.TempPathFactory, image: tuple[str, str]) -> dict:
     results = tmp_path_factory.mktemp("k8s")
     run(
         [
@@ -41,7 +63,9 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "-e",
             "training_job_instance_type=p5.48xlarge",
             "-e",
-            "training_job_k8s_image=registry.example/fsdp:1",
+            f"training_job_container_image={image[0]}",
+            "-e",
+            "training_job_container_allow_http=true",
             "-e",
             f"training_job_results_dir={results}",
         ]
@@ -64,6 +88,11 @@ def test_replicas_and_resources(manifest: dict) -> None:
     env = {e["name"]: e["value"] for e in specs["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert env["FI_PROVIDER"] == "efa"
     assert env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+
+
+def test_pods_run_the_image_pinned_to_its_digest(manifest: dict, image: tuple[str, str]) -> None:
+    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
+        assert spec["template"]["spec"]["containers"][0]["image"] == image[1]
 
 
 def test_pods_pass_kubernetes_schema(manifest: dict) -> None:

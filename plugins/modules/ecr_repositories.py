@@ -168,7 +168,11 @@ def main() -> None:
         argument_spec={
             "names": {"type": "list", "elements": "str", "required": True},
             "registry_id": {"type": "str"},
-            "image_tag_mutability": {"type": "str", "choices": ["MUTABLE", "IMMUTABLE"], "default": "MUTABLE"},
+            "image_tag_mutability": {
+                "type": "str",
+                "choices": ["MUTABLE", "IMMUTABLE"],
+                "default": "MUTABLE",
+            },
             "scan_on_push": {"type": "bool", "default": True},
             "kms_key": {"type": "str"},
             "login": {"type": "bool", "default": False},

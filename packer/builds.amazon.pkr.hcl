@@ -8,6 +8,8 @@ locals {
     slurm-gpu    = ["ubuntu2204", "ubuntu2404", "al2023"]
     pcluster-gpu = ["pcluster-ubuntu2204", "pcluster-ubuntu2404", "pcluster-al2023"]
     eks-gpu      = ["eks-al2023"]
+    pcs-gpu      = ["ubuntu2204", "ubuntu2404", "al2023"]
+    batch-gpu    = ["al2023"]
   }
 
   # flavour -> "<base>-<arch>" -> the source settings of local.amazon_sources plus the AMI's name and tags.
@@ -222,6 +224,108 @@ build {
       output      = "${var.output_dir}/packer-manifest.json"
       strip_path  = true
       custom_data = { stack = local.stack_id, flavour = "eks-gpu", revision = var.source_revision }
+    }
+    post-processor "shell-local" {
+      environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+      inline           = ["python3 ${local.packer_dir}/scripts/ami_finalize.py --manifest ${var.output_dir}/packer-manifest.json --imds-support v2.0"]
+    }
+  }
+}
+
+# base-gpu plus Slurm of a release PCS runs and the AWS PCS agent: compute and login nodes of a PCS cluster.
+build {
+  name = "pcs-gpu"
+
+  # One image per entry of local.amazon_images["pcs-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["pcs-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
+
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
+
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
+  }
+
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
+  }
+
+  provisioner "ansible" {
+    playbook_file    = "${local.repo_root}/playbooks/build_image.yml"
+    command          = var.ansible_playbook
+    ansible_env_vars = local.ansible_env
+    extra_arguments  = concat(local.ansible_common_args, ["-e", "image_flavour=pcs-gpu", "-e", "image_build_name=${source.name}", "--become"])
+  }
+
+  post-processors {
+    post-processor "manifest" {
+      output      = "${var.output_dir}/packer-manifest.json"
+      strip_path  = true
+      custom_data = { stack = local.stack_id, flavour = "pcs-gpu", revision = var.source_revision }
+    }
+    post-processor "shell-local" {
+      environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+      inline           = ["python3 ${local.packer_dir}/scripts/ami_finalize.py --manifest ${var.output_dir}/packer-manifest.json --imds-support v2.0"]
+    }
+  }
+}
+
+# base-gpu on Amazon Linux 2023 plus the ECS agent with GPU support: AWS Batch places jobs through ECS.
+build {
+  name = "batch-gpu"
+
+  # One image per entry of local.amazon_images["batch-gpu"], named <base>-<arch> (sources.amazon.pkr.hcl).
+  dynamic "source" {
+    for_each = local.amazon_images["batch-gpu"]
+    iterator = image
+    labels   = ["amazon-ebs.${image.value.family}"]
+
+    content {
+      name            = image.key
+      instance_type   = image.value.instance_type
+      ami_name        = image.value.ami_name
+      ami_description = image.value.ami_description
+      tags            = image.value.tags
+
+      source_ami_filter {
+        filters     = image.value.ami_filters
+        owners      = image.value.owners
+        most_recent = true
+      }
+    }
+  }
+
+  # IMDSv2 (tokens required) on the build instance before Ansible runs; Packer 1.6.6 has no metadata_options.
+  provisioner "shell-local" {
+    environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]
+    inline           = ["python3 ${local.packer_dir}/scripts/instance_imdsv2.py --instance-id ${build.ID}"]
+  }
+
+  provisioner "ansible" {
+    playbook_file    = "${local.repo_root}/playbooks/build_image.yml"
+    command          = var.ansible_playbook
+    ansible_env_vars = local.ansible_env
+    extra_arguments  = concat(local.ansible_common_args, ["-e", "image_flavour=batch-gpu", "-e", "image_build_name=${source.name}", "--become"])
+  }
+
+  post-processors {
+    post-processor "manifest" {
+      output      = "${var.output_dir}/packer-manifest.json"
+      strip_path  = true
+      custom_data = { stack = local.stack_id, flavour = "batch-gpu", revision = var.source_revision }
     }
     post-processor "shell-local" {
       environment_vars = ["AWS_REGION=${var.aws_region}", "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}"]

@@ -324,7 +324,7 @@ COMPONENT_ROLES: dict[str, tuple[str, ...]] = {
     "image": ("image_manifest", "image_prepare", "image_selfcheck", "pytorch"),
     "validation": ("monitoring", "node_health"),
     "launch": ("training_job",),
-    "aws": ("aws_foundation",),
+    "aws": ("aws_foundation", "ecs_agent", "pcs_agent"),
 }
 ROLE_COMPONENT = {role: component for component, roles in COMPONENT_ROLES.items() for role in roles}
 # Directories below tests/ (as posix paths) whose tests all belong to one component.

@@ -28,6 +28,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils import (
     instance_catalog,
     launch_template,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import image_flavour_problems
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import StackError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import load_stack, stacks_dir
 
@@ -40,6 +41,8 @@ FOUNDATION_KEYS = (
     "placement_group",
 )
 TEST_CASES = ("nccl/collectives", "pytorch/fsdp")
+# The image factory's flavour with the ECS agent and GPU support (docs/aws-eks.md#aws-batch).
+BATCH_FLAVOUR = "batch-gpu"
 INSTANCE_PROFILE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/[\w+=,.@/-]+$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
@@ -344,6 +347,7 @@ def render(
     ami = ami_id or spec["image"].get("ami_id")
     if not ami or not AMI_ID.match(ami):
         problems.append(f"ami_id: {ami!r} is not an AMI id; pass the AMI found by image.tags as ami_id")
+    problems += image_flavour_problems(spec, BATCH_FLAVOUR, "Batch places jobs through the ECS agent")
     if not image:
         problems.append("image: the container image of the test cases is required")
     manifests = {}

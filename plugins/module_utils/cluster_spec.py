@@ -28,6 +28,8 @@ SCHEMA_ID = "https://trainstack.invalid/schema/cluster.schema.json"
 
 # What the image factory builds as an AMI, in the stack's OS ids (debian-12 is the lab's image only).
 IMAGE_OS = ("ubuntu-22.04", "ubuntu-24.04", "amzn-2023")
+# The tag the image factory gives every AMI naming its flavour (packer/builds.amazon.pkr.hcl).
+FLAVOUR_TAG = "trainstack:flavour"
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
 CAPACITY_TYPES = ("on_demand", "spot", "capacity_block")
 
@@ -262,6 +264,17 @@ def _stack_problems(where: str, itype: instance_catalog.InstanceType, stack: Map
     if itype.arch not in scope["arch"]:
         return [f"{where}.instance_type: stack {stack['id']} (image.stack) is not built for {itype.arch}"]
     return []
+
+
+def image_flavour_problems(spec: Mapping[str, Any], flavour: str, why: str) -> list[str]:
+    """A spec that finds its AMI by a flavour tag naming another flavour than the orchestrator's nodes need.
+
+    Why: the tag look-up would find an AMI that boots but lacks the orchestrator's agent; caught before any
+    call instead of as nodes that never join."""
+    named = (spec.get("image", {}).get("tags") or {}).get(FLAVOUR_TAG)
+    if named is None or named == flavour:
+        return []
+    return [f"image.tags: {FLAVOUR_TAG} is {named!r}; these nodes boot the {flavour} image ({why})"]
 
 
 def _image_problems(image: Mapping[str, Any], directory: Path) -> tuple[list[str], dict[str, Any] | None]:

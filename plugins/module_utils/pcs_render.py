@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import image_flavour_problems
 from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import (
     BOOTSTRAP_KEY,
     BUNDLE_PREFIX,
@@ -33,6 +34,8 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver 
 # CreateCluster scheduler.version: the values botocore's PCS model (2023-02-10) documents as valid. The model
 # gives them in prose, not as an enum, so a unit test keeps this tuple equal to the model's text.
 PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11", "26.05")
+# The image factory's flavour with the PCS agent and a Slurm PCS runs (docs/aws-pcs.md#the-pcs-gpu-image).
+PCS_FLAVOUR = "pcs-gpu"
 # CreateCluster size: the most compute nodes each size manages (the model's documentation of Size).
 PCS_SIZES = (("SMALL", 32), ("MEDIUM", 512), ("LARGE", 2048))
 PURCHASE_OPTION = {"on_demand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}
@@ -398,6 +401,7 @@ def render(
     problems += found
     ami, found = _ami_problems(spec, ami_id)
     problems += found
+    problems += image_flavour_problems(spec, PCS_FLAVOUR, "the PCS agent registers each node with PCS")
     problems += _launch_template_problems(spec, launch_template, own)
     try:
         version, found = slurm_version(load_stack(stacks_dir(stacks), spec["image"]["stack"]))

@@ -180,8 +180,31 @@ def test_batch_create_again_unchanged_then_delete(moto: MotoServer, tmp_path: Pa
     assert refused.returncode != 0 and "test_cases: 'x/y' is not a test case" in refused.stdout
     assert batch_held(moto) == []
 
+    # An AMI of another flavour with the same stack, as an account holds: the look-up must not take it, and a
+    # spec that names its flavour is refused before anything is made.
+    ec2 = moto.client("ec2", "us-east-1")
+    other = ec2.register_image(Name="trainstack-eks-gpu", RootDeviceName="/dev/xvda")["ImageId"]
+    stack_tag = yaml.safe_load(BATCH_SPEC.read_text())["image"]["tags"]["trainstack:stack"]
+    ec2.create_tags(
+        Resources=[other],
+        Tags=[
+            {"Key": "trainstack:stack", "Value": stack_tag},
+            {"Key": "trainstack:flavour", "Value": "eks-gpu"},
+        ],
+    )
+    eks_flavour = tmp_path / "eks-flavour.yml"
+    data = yaml.safe_load(BATCH_SPEC.read_text())
+    data["image"]["tags"]["trainstack:flavour"] = "eks-gpu"
+    eks_flavour.write_text(yaml.safe_dump(data))
+    wrong = run(moto, "batch_cluster", tmp_path, eks_flavour, *args)
+    assert wrong.returncode != 0
+    assert "image.tags: trainstack:flavour is 'eks-gpu'; these nodes boot the batch-gpu image" in wrong.stdout
+    assert batch_held(moto) == []
+
     first = run(moto, "batch_cluster", tmp_path, BATCH_SPEC, *args)
     assert first.returncode == 0, first.stdout[-4000:]
+    (environment,) = moto.client("batch", "us-east-1").describe_compute_environments()["computeEnvironments"]
+    assert environment["computeResources"]["ec2Configuration"][0]["imageIdOverride"] == outputs["ami"]
     assert sorted(batch_held(moto)) == [
         "train-batch-a100",
         "train-batch-a100-nccl-collectives",

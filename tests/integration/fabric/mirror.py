@@ -113,7 +113,8 @@ def _enroot_deb(version: str, arch: str) -> bytes:
 
 
 def _builders(components: dict) -> dict[str, Callable[[dict], bytes]]:
-    """Stand-in bytes per artifact name of the stack (only the artifacts the fabric roles download)."""
+    """Stand-in bytes per artifact name of the stack (the artifacts the fabric roles and the PCS agent role
+    download)."""
 
     def version(name: str) -> str:
         return str(components[name]["version"])
@@ -129,6 +130,9 @@ def _builders(components: dict) -> dict[str, Callable[[dict], bytes]]:
         "nccl-tests-src": lambda a: source("nccl_tests", "nccl-tests", "nccl_tests"),
         "pyxis-src": lambda a: source("pyxis", "pyxis", "pyxis"),
         "enroot-deb-amd64": lambda a: _enroot_deb(version("enroot"), "amd64"),
+        "aws-pcs-agent": lambda a: _tar_gz(
+            _tree(STANDINS / "pcs_agent", "aws-pcs-agent", version("pcs_agent"))
+        ),
     }
 
 

@@ -71,6 +71,7 @@ def test_current_stack_mirrors_the_real_enroot_and_pyxis_sources(tmp_path):
         "aws-efa-installer",
         "aws-ofi-nccl-src",
         "nccl-tests-src",
+        "aws-pcs-agent",
     }
 
 

@@ -23,7 +23,7 @@ from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
 
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
-FLAVOURS = ("base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu")
+FLAVOURS = ("base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu", "pcs-gpu", "batch-gpu")
 
 
 def unquote(value):
@@ -82,7 +82,7 @@ def test_every_image_gets_the_key_and_ssh_limits_as_packer_evaluates_them():
     if shutil.which("packer") is None:
         pytest.skip("packer is not installed (make host-deps)")
     images = effective_builds()["images"]
-    assert len(images) == 20
+    assert len(images) == 28
     for name, image in images.items():
         assert image["kms_key_id"] == PROBE_VARS["kms_key_id"], name
         assert image["launch_block_device_mappings[0]"]["kms_key_id"] == PROBE_VARS["kms_key_id"], name

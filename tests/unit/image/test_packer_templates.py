@@ -21,7 +21,7 @@ from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
 HERE = Path(__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
-FLAVOURS = {"base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu"}
+FLAVOURS = {"base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu", "pcs-gpu", "batch-gpu"}
 
 
 def unquote(value):
@@ -108,7 +108,7 @@ def test_effective_builds_match_the_record(effective):
 
 
 def test_every_amazon_image_has_an_encrypted_gp3_root_sized_by_variable(images):
-    assert len(images) == 20
+    assert len(images) == 28
     for name, image in images.items():
         assert image["encrypt_boot"] is True, name
         bdm = image["launch_block_device_mappings[0]"]
@@ -174,6 +174,9 @@ def test_every_flavour_build_names_and_tags_its_amis(images, builds):
     assert per_flavour["base-gpu"] == per_flavour["slurm-gpu"] and len(per_flavour["base-gpu"]) == 6
     assert {s.split("-")[0] for s in per_flavour["pcluster-gpu"]} == {"pcluster"}
     assert per_flavour["eks-gpu"] == {"eks-al2023-x86_64", "eks-al2023-arm64"}
+    # PCS runs Ubuntu and Amazon Linux nodes; Batch's ECS_AL2023_NVIDIA image type is Amazon Linux 2023 only.
+    assert per_flavour["pcs-gpu"] == per_flavour["base-gpu"]
+    assert per_flavour["batch-gpu"] == {"al2023-x86_64", "al2023-arm64"}
     for flavour in FLAVOURS:
         (prov,) = [p for p in builds[flavour]["provisioner"] if "ansible" in p]
         args = prov["ansible"]["extra_arguments"]

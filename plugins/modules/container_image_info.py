@@ -21,7 +21,7 @@ description:
     C(stacks/rules.yml)) on that driver and the image's CUDA (its toolkit and PyTorch's CUDA runtime).
   - Fails, saying which rule the reference broke, on a bad reference, a registry that does not answer or
     refuses to show the image, and a tag or digest the registry does not hold (404). Never fails on the
-    driver check: it returns C(problems) and the caller decides.
+    driver check; it returns C(problems) and the caller decides.
   - Read-only; runs the same in check mode.
 version_added: 0.1.0
 author: trainstack maintainers (@trainstack)
@@ -98,7 +98,7 @@ record:
   returned: always
   type: dict
 image_cuda:
-  description: The image's CUDA as the driver rule reads it (C(cuda), C(pytorch.cuda_runtime)); empty: CPU.
+  description: The image's CUDA as the driver rule reads it (C(cuda), C(pytorch.cuda_runtime)); {} for CPU.
   returned: always
   type: dict
 host_driver:

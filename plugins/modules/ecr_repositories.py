@@ -12,11 +12,11 @@ short_description: Make the Amazon ECR repositories of a container build and ret
 description:
   - Creates each repository of O(names) that does not exist, with image scanning on push, the tag mutability
     of O(image_tag_mutability) and server-side encryption (AES-256, or the KMS key O(kms_key)); an existing
-    repository gets the scanning and mutability asked for (ECR cannot change a repository's encryption: a
+    repository gets the scanning and mutability asked for (ECR cannot change a repository's encryption; a
     different one is reported, not changed). Nothing changes on a second run.
   - With O(login=true), also returns the registry's login from C(GetAuthorizationToken) (user C(AWS) and a
-    password valid for 12 hours) for C(buildah login) or an auth file. Run the task with C(no_log) then: the
-    password is a credential.
+    password valid for 12 hours) for C(buildah login) or an auth file. Run the task with C(no_log) then, as
+    the password is a credential.
 version_added: 0.1.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -174,7 +174,8 @@ def main() -> None:
                 "default": "MUTABLE",
             },
             "scan_on_push": {"type": "bool", "default": True},
-            "kms_key": {"type": "str"},
+            # A key id or ARN, not a secret.
+            "kms_key": {"type": "str", "no_log": False},
             "login": {"type": "bool", "default": False},
         },
         supports_check_mode=True,

@@ -3,16 +3,21 @@
 The registry is real: Debian's docker-registry (distribution), the lab's registry program, started on a free
 loopback port by tests/integration/image/lab_registry.py. Images are pushed to it through its HTTP API v2 the
 way buildah pushes them (blobs, then an OCI manifest with the trainstack annotations), so what is read back
-are the registry's own bytes, digests and 404s. The driver rule is stacks/rules.yml's.
+are the registry's own bytes, digests and 404s. The driver rule is stacks/rules.yml's. docker-registry has no
+token service of its own: the token and Basic challenges (Docker Hub, NGC, Amazon ECR) are answered by a small
+http.server registry that speaks those exchanges over real HTTP.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import oci_image as oi
@@ -169,3 +174,74 @@ def test_the_host_driver_is_its_records() -> None:
     host = {"components": {"nvidia_driver": {"pinned": "595.91.07", "installed": "595.91.07"}}}
     assert oi.host_driver(host) == "595.91.07"
     assert oi.host_driver({"components": {}}) is None and oi.host_driver(None) is None
+
+
+class TokenRegistry(http.server.BaseHTTPRequestHandler):
+    """A registry that asks for a token, as Docker Hub and NGC do (Bearer challenge, token endpoint), or for
+    Basic credentials, as Amazon ECR does; it serves one real manifest's bytes to an authorized request."""
+
+    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "annotations": {}}).encode()
+    seen: ClassVar[list[tuple[str, str]]] = []
+    scheme = "Bearer"
+
+    def do_GET(self) -> None:
+        auth = self.headers.get("Authorization", "")
+        self.seen.append((self.path, auth))
+        host = f"127.0.0.1:{self.server.server_address[1]}"
+        if self.path.startswith("/token?"):
+            return self.reply(200, json.dumps({"token": "t0ken"}).encode(), "application/json")
+        if auth in ("Bearer t0ken", "Basic " + base64.b64encode(b"AWS:secret").decode()):
+            return self.reply(200, self.body, OCI_MANIFEST)
+        challenge = (
+            f'Bearer realm="http://{host}/token",service="reg",scope="repository:ns/img:pull"'
+            if self.scheme == "Bearer"
+            else 'Basic realm="ecr"'
+        )
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", challenge)
+        self.end_headers()
+        return None
+
+    def reply(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def token_registry() -> Iterator[http.server.ThreadingHTTPServer]:
+    TokenRegistry.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TokenRegistry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_bearer_challenge_is_answered_with_a_token(token_registry: http.server.ThreadingHTTPServer) -> None:
+    TokenRegistry.scheme = "Bearer"
+    ref = oi.parse_reference(f"127.0.0.1:{token_registry.server_address[1]}/ns/img:1")
+    info = oi.read_image(ref, scheme="http")
+    assert info["digest"] == "sha256:" + hashlib.sha256(TokenRegistry.body).hexdigest()
+    paths = [path for path, _auth in TokenRegistry.seen]
+    assert paths == [
+        "/v2/ns/img/manifests/1",
+        "/token?service=reg&scope=repository%3Ans%2Fimg%3Apull",
+        "/v2/ns/img/manifests/1",
+    ]
+    assert TokenRegistry.seen[1][1] == "" and TokenRegistry.seen[2][1] == "Bearer t0ken"
+
+
+def test_basic_credentials_are_sent_only_when_asked(token_registry: http.server.ThreadingHTTPServer) -> None:
+    TokenRegistry.scheme = "Basic"
+    ref = oi.parse_reference(f"127.0.0.1:{token_registry.server_address[1]}/ns/img:1")
+    with pytest.raises(oi.ImageError) as caught:
+        oi.read_image(ref, scheme="http")
+    assert caught.value.kind == "denied" and "(401)" in str(caught.value)
+    assert oi.read_image(ref, scheme="http", username="AWS", password="secret")["media_type"] == OCI_MANIFEST

@@ -98,7 +98,7 @@ def test_plugin_is_found_by_nccls_search_path(host):
 def test_plugin_was_built_at_the_pin_against_the_efa_libfabric(host):
     stamp = host.file("/opt/aws-ofi-nccl/.trainstack-build").content_string
     assert stamp.startswith(f"aws-ofi-nccl {VERSIONS['aws_ofi_nccl']} --prefix=/opt/aws-ofi-nccl")
-    assert "--with-libfabric=/opt/amazon/efa" in stamp and "--enable-platform-aws" in stamp
+    assert "--with-libfabric=/opt/amazon/efa" in stamp and "--disable-platform-aws" in stamp
     ldd = host.check_output("ldd /opt/aws-ofi-nccl/lib/libnccl-net-ofi.so")
     assert "libfabric.so.1 => /opt/amazon/efa/lib/libfabric.so.1" in ldd
 

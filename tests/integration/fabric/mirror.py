@@ -5,13 +5,15 @@ network, yet the roles must download through the artifact layer with a sha256 ch
 mirror as `make mirror` would (`<artifact name>/<upstream file name>`) and serves it over HTTP on the lab
 bridge. Artifacts the project builds for real in the lab (REAL_SOURCES) are the release sources of the
 upstream directory (`git archive` of each tag, see its README.md), served under the file name of the URL the
-stack names; their sha256 must be the one the stack's lock (stacks/locks/<id>.lock.json) records, so the
-roles fetch them exactly as an image build would. The others are stand-ins built from
-tests/integration/fabric/standins (each says it is one). The mirror's lock file records both (`standin`
-says which). Stand-in archives are byte-reproducible (fixed mtimes and owners), so the lock is stable.
+stack names, once the stack's lock (stacks/locks/<id>.lock.json) records them; their sha256 must be the one
+that lock records, so the roles fetch them exactly as an image build would. The others, and those named with
+--standin (a scenario that must stay cheap serves those instead of compiling the real source), are stand-ins
+built from tests/integration/fabric/standins (each says it is one). The mirror's lock file records both
+(`standin` says which). Stand-in archives are byte-reproducible (fixed mtimes and owners), so the lock is
+stable.
 
     python tests/integration/fabric/mirror.py up --dir DIR [--stack S.yml --upstream UP]
-        [--bind 10.77.0.1 --port 8671]
+        [--standin NAME ...] [--bind 10.77.0.1 --port 8671]
     python tests/integration/fabric/mirror.py down --dir DIR
 
 The upstream directory: --upstream, else $TRAINSTACK_UPSTREAM_DIR, else ../shared/upstream beside the
@@ -44,8 +46,10 @@ REPO = HERE.parents[2]
 STANDINS = HERE / "standins"
 EPOCH = 1_700_000_000  # fixed mtime: reproducible archives
 UPSTREAM_ENV = "TRAINSTACK_UPSTREAM_DIR"
-# Served from the upstream directory (real release sources), never as stand-ins: the lab builds these.
-REAL_SOURCES = frozenset({"enroot-src", "pyxis-src"})
+# Served from the upstream directory (real release sources) once the stack's lock records them: the lab builds
+# these (aws-ofi-nccl and nccl-tests in the slow fabric_build scenario; the fabric scenario asks for their
+# stand-ins with --standin).
+REAL_SOURCES = frozenset({"enroot-src", "pyxis-src", "aws-ofi-nccl-src", "nccl-tests-src"})
 
 
 def default_upstream() -> Path:
@@ -163,8 +167,16 @@ def _real_source(art: dict, upstream: Path, locked: dict | None) -> bytes:
     return data
 
 
-def build(stack_file: Path, directory: Path, upstream: Path | None = None) -> dict:
-    """Write the mirror's files into `directory` at their mirror paths and return its lock (also written)."""
+def build(
+    stack_file: Path, directory: Path, upstream: Path | None = None, standins: frozenset[str] = frozenset()
+) -> dict:
+    """Write the mirror's files into `directory` at their mirror paths and return its lock (also written).
+
+    `standins` names artifacts served as their stand-ins even where the real source is locked: the lock then
+    says `standin: true` for them, and a node must trust this lock (not the stack's) for those names."""
+    unknown = standins - set(_builders({}))
+    if unknown:
+        raise SystemExit(f"mirror: --standin {sorted(unknown)}: no stand-in of that name")
     stack = yaml.safe_load(stack_file.read_text())
     components = stack["components"]
     builders = _builders(components)
@@ -173,9 +185,8 @@ def build(stack_file: Path, directory: Path, upstream: Path | None = None) -> di
     lock: dict = {"format": 1, "stack": stack["id"], "artifacts": {}}
     for comp in components.values():
         for art in comp.get("artifacts") or []:
-            # A real source once the stack locks it (or upstream has it); before that, its stand-in.
-            upstream_has = (upstream / _file_name(art["url"])).is_file()
-            real = art["name"] in REAL_SOURCES and (art["name"] in committed or upstream_has)
+            # A real source once the stack locks it; before that (or when asked for), its stand-in.
+            real = art["name"] in REAL_SOURCES and art["name"] in committed and art["name"] not in standins
             if real:
                 data = _real_source(art, upstream, committed.get(art["name"]))
             elif art["name"] in builders:
@@ -244,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--stack", type=Path, default=current_stack_file())
     parser.add_argument("--upstream", type=Path, default=None, help="release sources (default: see above)")
+    parser.add_argument("--standin", action="append", default=[], help="serve this artifact's stand-in")
     parser.add_argument("--bind", default="10.77.0.1")
     parser.add_argument("--port", type=int, default=8671)
     args = parser.parse_args(argv)
@@ -251,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "down":
         stop(args.dir)
         return 0
-    lock = build(args.stack, args.dir, args.upstream)
+    lock = build(args.stack, args.dir, args.upstream, frozenset(args.standin))
     if args.action == "up":
         pid = serve(args.dir, args.bind, args.port)
         url = f"http://{args.bind}:{args.port}"

@@ -56,12 +56,15 @@ def test_stand_ins_are_reproducible_and_say_what_they_are(tmp_path):
     assert "STAND-IN" in script and 'VERSION="1.50.0"' in script
 
 
-def test_current_stack_mirrors_the_real_enroot_and_pyxis_sources(tmp_path):
-    """enroot and pyxis are the upstream directory's release sources, byte for byte, under the URL's file
-    name, with the sha256 the stack's lock records; the rest stay named stand-ins."""
+REAL = ("enroot-src", "pyxis-src", "aws-ofi-nccl-src", "nccl-tests-src")
+
+
+def test_current_stack_mirrors_the_real_release_sources(tmp_path):
+    """enroot, pyxis, aws-ofi-nccl and nccl-tests are the upstream directory's release sources, byte for byte,
+    under the URL's file name, with the sha256 the stack's lock records; the rest stay named stand-ins."""
     lock = mirror.build(STACK, tmp_path)
     committed = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
-    for name in ("enroot-src", "pyxis-src"):
+    for name in REAL:
         entry = lock["artifacts"][name]
         served = tmp_path / name / entry["url"].rsplit("/", 1)[-1]
         assert served.read_bytes() == (UPSTREAM / served.name).read_bytes()
@@ -69,10 +72,24 @@ def test_current_stack_mirrors_the_real_enroot_and_pyxis_sources(tmp_path):
         assert entry["sha256"] == committed[name]["sha256"] == hashlib.sha256(served.read_bytes()).hexdigest()
     assert {n for n, e in lock["artifacts"].items() if e["standin"]} == {
         "aws-efa-installer",
-        "aws-ofi-nccl-src",
-        "nccl-tests-src",
         "aws-pcs-agent",
     }
+
+
+def test_a_scenario_can_ask_for_stand_ins_of_locked_sources(tmp_path):
+    """--standin serves the named stand-ins instead of the real sources (the fabric scenario, which must stay
+    cheap); its lock says so and carries their sha256, which differs from the stack's lock."""
+    committed = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
+    names = frozenset({"aws-ofi-nccl-src", "nccl-tests-src"})
+    lock = mirror.build(STACK, tmp_path, standins=names)
+    for name in names:
+        entry = lock["artifacts"][name]
+        assert entry["standin"] is True and entry["sha256"] != committed[name]["sha256"]
+        with tarfile.open(tmp_path / name / entry["url"].rsplit("/", 1)[-1]) as tar:
+            assert any("STAND-IN" in tar.extractfile(m).read().decode() for m in tar if m.isfile())
+    assert lock["artifacts"]["enroot-src"]["standin"] is False
+    with pytest.raises(SystemExit, match=r"--standin \['enroot-sources'\]: no stand-in of that name"):
+        mirror.build(STACK, tmp_path / "other", standins=frozenset({"enroot-sources"}))
 
 
 def test_mirror_refuses_an_upstream_source_the_lock_does_not_vouch_for(tmp_path):
@@ -91,7 +108,10 @@ def test_mirror_refuses_an_upstream_source_the_lock_does_not_vouch_for(tmp_path)
 
 
 def test_mirror_names_a_missing_upstream_directory(tmp_path):
-    with pytest.raises(SystemExit, match=f"enroot-src: {tmp_path}/none/enroot-4.1.2.tar.gz is missing"):
+    # The first real source in the stack's order is named.
+    with pytest.raises(
+        SystemExit, match=f"aws-ofi-nccl-src: {tmp_path}/none/aws-ofi-nccl-1.21.1.tar.gz is missing"
+    ):
         mirror.build(STACK, tmp_path / "mirror", tmp_path / "none")
 
 

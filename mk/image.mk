@@ -33,7 +33,7 @@ image-local: setup wheelhouse ## build the local Debian 12 image (LXC); its mani
 	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) packer
 	@echo "image-local: $(LOCAL_IMAGE)"
 
-image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu)
+image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu|pcs-gpu|batch-gpu)
 	$(PACKER) build -only '$(IMAGE_FLAVOUR).*' $(PACKER_VARS) packer
 
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)

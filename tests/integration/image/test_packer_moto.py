@@ -115,3 +115,22 @@ def test_eks_gpu_flavour_finds_its_eks_base_images_and_only_it_starts(moto_ec2, 
         for instance in reservation["Instances"]
     }
     assert images == {"ami-0standineksx8601", "ami-0standineksa6401"}
+
+
+def test_pcs_and_batch_flavours_find_their_base_images_and_reach_the_ssh_wait(moto_ec2, aws_env, tmp_path):
+    """The pcs-gpu flavour starts from stock Ubuntu (and AL2023), batch-gpu from AL2023 only (Batch's
+    ECS_AL2023_NVIDIA): one source of each finds its stand-in base AMI, launches and waits for SSH."""
+    only = "pcs-gpu.amazon-ebs.ubuntu2204-x86_64,batch-gpu.amazon-ebs.al2023-arm64"
+    proc = build(moto_ec2, only, "-var", f"output_dir={tmp_path}")
+    started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
+    assert started == set(only.split(",")), proc.stdout[-3000:]
+    assert "Found Image ID: ami-0standin2204x8601" in proc.stdout
+    assert "Found Image ID: ami-0standinal2023a01" in proc.stdout
+    assert proc.stdout.count("Waiting for SSH to become available") == 2
+    ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
+    images = {
+        instance["ImageId"]
+        for reservation in ec2.describe_instances()["Reservations"]
+        for instance in reservation["Instances"]
+    }
+    assert images == {"ami-0standin2204x8601", "ami-0standinal2023a01"}

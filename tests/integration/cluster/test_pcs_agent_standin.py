@@ -14,6 +14,8 @@ import tarfile
 from pathlib import Path
 from types import ModuleType
 
+import yaml
+
 from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, current_stack, run
 
 MIRROR = REPO / "tests" / "integration" / "fabric" / "mirror.py"
@@ -66,6 +68,12 @@ def test_the_mirrored_stand_in_installs_and_the_role_verifies_it(tmp_path: Path)
     install_dir = root / "opt" / "aws" / "pcs"
     record = json.loads((install_dir / "version.json").read_text())
     assert record["AgentVersion"] == stack["components"]["pcs_agent"]["version"]
+
+    # The image manifest's probe (what the self-check compares with the pin) reads the same record.
+    probes = yaml.safe_load((REPO / "roles" / "image_manifest" / "vars" / "main.yml").read_text())
+    probe = probes["__image_manifest_probes"]["pcs_agent"].replace("/opt/aws/pcs", str(install_dir))
+    probed = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert probed.stdout.strip() == record["AgentVersion"]
 
     passed = _verify(tmp_path, install_dir)
     assert passed.returncode == 0, passed.stdout[-3000:]

@@ -87,3 +87,16 @@ def test_pcs_refuses_a_spec_whose_tags_find_an_image_of_another_flavour(flavour:
         assert any(p.startswith(message) for p in pcs.refusal(spec, launch_templates=pcs.own_templates(spec)))
     else:
         pcs.pcs_render.render(spec, pcs.FOUNDATION, pcs.AMI, pcs.SHARED_TEMPLATE, pcs.own_templates(spec))
+
+
+def test_every_component_of_a_flavour_has_a_probe_in_the_image_manifest() -> None:
+    """The self-check requires every component of the flavour's applied roles: image_manifest must be able to
+    read each one's installed version, or the build fails on a component it did install."""
+    probes = set(
+        yaml.safe_load((REPO / "roles" / "image_manifest" / "vars" / "main.yml").read_text())[
+            "__image_manifest_probes"
+        ]
+    )
+    framework = {"pytorch"}  # image_manifest's tasks probe the framework with the image's Pythons
+    named = {c for entries in flavour_roles().values() for _role, components in entries for c in components}
+    assert named - probes - framework == set()

@@ -49,7 +49,10 @@ BAD_INPUT = [
     (
         "enroot_http_and_global",
         "ubuntu2204",
-        {"enroot_pyxis_http_registries": ["10.77.0.1:8673"], "enroot_pyxis_config": {"ENROOT_ALLOW_HTTP": "y"}},
+        {
+            "enroot_pyxis_http_registries": ["10.77.0.1:8673"],
+            "enroot_pyxis_config": {"ENROOT_ALLOW_HTTP": "y"},
+        },
         "ENROOT_ALLOW_HTTP in enroot_pyxis_config",
     ),
 ]

@@ -77,7 +77,10 @@ def test_every_release_program_is_installed(host, prefix, mpi):
 
 @pytest.mark.parametrize(("prefix", "mpi"), BUILDS)
 def test_programs_link_nccl_and_mpi_only_when_built_with_it(host, prefix, mpi):
-    nccl_lib = f"/opt/nvidia/nccl-{VERSIONS['nccl']}/nvidia/nccl/lib/libnccl.so.2"
+    # The nccl role's library, through its prefix link (/opt/nvidia/nccl -> nccl-<version>).
+    nccl_lib = "/opt/nvidia/nccl/lib/libnccl.so.2"
+    real = host.check_output(f"readlink -f {nccl_lib}")
+    assert real == f"/opt/nvidia/nccl-{VERSIONS['nccl']}/nvidia/nccl/lib/libnccl.so.2"
     for program in sorted(_release_programs()):
         ldd = host.check_output(f"ldd {prefix}/bin/{program}")
         assert "not found" not in ldd, program

@@ -27,7 +27,7 @@ def aws_mount_name(lustre_configuration: dict[str, Any]) -> str:
     """The MountName AWS gives a new Lustre file system of this configuration."""
     if lustre_configuration.get("DeploymentType") == "SCRATCH_1":
         return "fsx"
-    return "".join(secrets.choice(ALPHABET) for _ in range(8))
+    return "".join(map(secrets.choice, [ALPHABET] * 8))
 
 
 def _init_with_mount_name(self: models.FileSystem, *args: Any, **kwargs: Any) -> None:

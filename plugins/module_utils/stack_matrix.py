@@ -11,7 +11,6 @@ one implementation.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -178,11 +177,25 @@ def resolve(stack: Mapping[str, Any], os_id: str, arch: str) -> dict[str, dict[s
     for name, comp in stack["components"].items():
         if os_id not in comp["os"] or arch not in comp["arch"]:
             continue
-        merged = {k: copy.deepcopy(v) for k, v in comp.items() if k != "by_os"}
-        merged.update(copy.deepcopy((comp.get("by_os") or {}).get(os_id, {})))
+        merged = {k: plain_copy(v) for k, v in comp.items() if k != "by_os"}
+        merged.update(plain_copy((comp.get("by_os") or {}).get(os_id, {})))
         merged["artifacts"] = [a for a in merged.get("artifacts") or [] if a.get("arch", arch) == arch]
         resolved[name] = merged
     return resolved
+
+
+def plain_copy(value: Any) -> Any:
+    """A copy of a stack value made of plain dicts and lists.
+
+    Why not copy.deepcopy: inside a template, Ansible hands filters its lazy containers, and deep-copying
+    those re-wraps every nested value; for a whole stack that took seconds of controller time per resolution.
+    The stack is YAML data (mappings, lists, scalars), so a structural copy is the same value.
+    """
+    if isinstance(value, Mapping):
+        return {key: plain_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_copy(item) for item in value]
+    return value
 
 
 def _in_scope(stack: Mapping[str, Any], os_id: str | None, arch: str | None) -> None:

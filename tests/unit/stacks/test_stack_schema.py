@@ -159,3 +159,14 @@ def test_the_validator_agrees_with_jsonschema(current_stack):
 def test_validator_refuses_keywords_it_does_not_implement():
     with pytest.raises(ValueError, match="lacks"):
         stack_schema.problems({}, {"type": "object", "oneOf": []})
+
+
+def test_resolved_components_are_copies_not_views(current_stack):
+    """resolve() copies (plainly, not with deepcopy: see plain_copy); a caller changing what it got back must
+    not change the stack that the next caller resolves."""
+    resolved = sm.resolve(current_stack, "ubuntu-22.04", "x86_64")
+    name, component = next((n, c) for n, c in resolved.items() if c.get("artifacts"))
+    component["artifacts"][0]["url"] = "changed"
+    component["os"].append("changed")
+    again = sm.resolve(current_stack, "ubuntu-22.04", "x86_64")[name]
+    assert again["artifacts"][0]["url"] != "changed" and "changed" not in again["os"]

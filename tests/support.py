@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -812,3 +812,13 @@ def pytorchjob_problems(manifest: dict) -> list[str]:
         except kubernetes_validate.ValidationError as error:
             found.append(f"{role} pod: {error.message}")
     return found
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll every 2 s until predicate() holds; fail naming what was awaited (lab state takes time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -11,25 +11,14 @@ three nodes, a held job across a controller restart, and the controller starting
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 
 import pytest
 
-from tests.support import on_lab_node, playbook
+from tests.support import on_lab_node, playbook, wait_for
 
 pytestmark = pytest.mark.lab
 
 NODES = {"ts-head": "10.77.0.11", "ts-compute1": "10.77.0.12", "ts-compute2": "10.77.0.13"}
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def test_a_second_run_changes_nothing(slurm_lab: None) -> None:

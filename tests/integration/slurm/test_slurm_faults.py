@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
 
 import pytest
 
-from tests.support import on_lab_node
+from tests.support import on_lab_node, wait_for
 
 pytestmark = pytest.mark.lab
 
 
 def on_head(command: str) -> str:
     return on_lab_node(command)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def node_state(node: str) -> str:

@@ -19,6 +19,8 @@ Variants (every ``hf_*`` and ``titan`` row is a baseline; the JSON names the fas
   titan       torchtitan's Llama-3 ``Transformer`` at the same shape (embedding tied like the 1B checkpoint),
               set up as torchtitan's trainer does on one GPU: fp32 weights under autocast(bf16), each block
               compiled, the loss compiled, AdamW(fused=True), gradient clipping.
+  titan_ac    titan with each block wrapped for full activation checkpointing before its compile, as
+              torchtitan's ``activation_checkpoint.mode = "full"`` does (the 8B shape fits one GPU only so).
   ours        testcases/pytorch/fsdp exactly as its entrypoint builds it for one process (per-block
               compile, fused linear cross-entropy, bf16 parameters over fp32 master weights updated by
               one compiled AdamW kernel per tensor; FSDP2 only shards when there are several processes),
@@ -66,7 +68,10 @@ HF_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     "hf_liger": (False, True, True),
     "hf_liger_compile": (True, True, True),
 }
-BASELINES = (*HF_VARIANTS, "titan")
+# torchtitan rows: titan as its one-GPU trainer sets it up, titan_ac the same with full activation
+# checkpointing of every block (torchtitan's ``--activation_checkpoint.mode full``), for shapes that need it.
+TITAN_VARIANTS = ("titan", "titan_ac")
+BASELINES = (*HF_VARIANTS, *TITAN_VARIANTS)
 DEFAULT_VARIANTS = ",".join((*HF_VARIANTS, "titan", "ours"))
 # Ranges the profiler records on the GPU timeline next to the kernels they contain: not kernels themselves.
 ANNOTATIONS = ("FSDP::", "Optimizer.", "ProfilerStep", "## ")
@@ -83,7 +88,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=14)
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--variants", default=DEFAULT_VARIANTS)
-    parser.add_argument("--ours-variant", action="append", default=[], help="tag:key=value,key=value")
+    parser.add_argument(
+        "--ours-variant",
+        action="append",
+        default=[],
+        help="tag:key=value,key=value (TrainConfig keys; batch_size=N runs that variant at N only)",
+    )
     parser.add_argument("--ours-override", default="", help="key=value,... applied to every ours* variant")
     parser.add_argument(
         "--batch-ladder", default="", help="try these batch sizes in order; keep the first fit"
@@ -418,7 +428,13 @@ def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"torchtitan's FFN width {ffn} is not the shape's {cfg.ffn_dim}")
     if cfg.tie_embeddings:
         model.output.weight = model.tok_embeddings.weight
+    checkpointed = spec["name"] == "titan_ac"
     for name, block in model.layers.named_children():
+        if checkpointed:
+            # torchtitan's full AC: the block's activations are recomputed in the backward pass.
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+            block = checkpoint_wrapper(block, preserve_rng_state=False)
         model.layers.register_module(name, torch.compile(block, fullgraph=True))
     model.to_empty(device=device)
     if cfg.tie_embeddings:
@@ -449,7 +465,12 @@ def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
     times, losses = _train_loop(spec, one_step)
     result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
     result.update({"params": params, **_versions("torchtitan")})
-    result["setup"] = {"compile": "per block + loss", "adamw": "fused", "autocast": "bf16"}
+    result["setup"] = {
+        "compile": "per block + loss",
+        "adamw": "fused",
+        "autocast": "bf16",
+        "activation_checkpointing": "full" if checkpointed else "none",
+    }
     return result
 
 
@@ -541,7 +562,7 @@ def child_main(spec: dict[str, Any]) -> None:
             result = run_loss_probe(spec)
         elif spec["name"] in HF_VARIANTS:
             result = run_hf(spec)
-        elif spec["name"] == "titan":
+        elif spec["name"] in TITAN_VARIANTS:
             result = run_titan(spec)
         else:
             result = run_ours(spec)
@@ -654,14 +675,17 @@ def parent_main(args: argparse.Namespace) -> int:
         specs.append(
             {**base, "name": name, "overrides": overrides, "profile": args.profile and name == "ours"}
         )
+    ladder = [int(b) for b in args.batch_ladder.split(",") if b] or [args.batch_size]
     for item in args.ours_variant:
         tag, _, text = item.partition(":")
-        specs.append({**base, "name": f"ours_{tag}", "overrides": {**shared, **_overrides(text)}})
-    ladder = [int(b) for b in args.batch_ladder.split(",") if b] or [args.batch_size]
+        overrides = {**shared, **_overrides(text)}
+        # A variant's own batch_size replaces the ladder for it (the 8B shape's bf16-state recipe fits 48).
+        batches = [int(overrides.pop("batch_size"))] if "batch_size" in overrides else ladder
+        specs.append({**base, "name": f"ours_{tag}", "overrides": overrides, "batches": batches})
     results: list[dict[str, Any]] = []
     context = {"peak": peak, "peak_source": peak_source, "attention_probe": probe, "loss_probe": loss_probe}
     for spec in specs:
-        for batch in ladder:
+        for batch in spec.pop("batches", ladder):
             result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
             results.append(result)
             print(_row(result), flush=True)

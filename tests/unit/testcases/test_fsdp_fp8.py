@@ -98,3 +98,42 @@ def test_only_block_linears_are_eligible() -> None:
     assert sorted(eligible) == sorted(
         f"layers.{i}.{part}" for i in range(TrainConfig().model.n_layers) for part in PARTS
     )
+
+
+def test_fp8_head_needs_fp8_and_a_boolean() -> None:
+    with pytest.raises(ValueError, match=r"--fp8-head true .* needs --precision fp8"):
+        TrainConfig(fp8_head="true").validate()
+    with pytest.raises(ValueError, match="--fp8-head must be true or false"):
+        TrainConfig(precision="fp8", fp8_head="yes").validate()
+    TrainConfig(precision="fp8", fp8_head="true").validate()
+
+
+def test_fp8_head_runs_only_where_every_gemm_is_16_divisible() -> None:
+    from fsdp_llama.loss import fp8_head_fits
+
+    assert fp8_head_fits(16384, 2048, 128256, 4096)
+    assert not fp8_head_fits(16384 + 8, 2048, 128256, 4096)  # a last chunk of 8 tokens
+    assert not fp8_head_fits(16384, 2048, 128250, 4096)
+    assert not fp8_head_fits(16384, 2048, 128256, 4100)
+
+
+def test_fp8_head_tracks_the_bf16_head_on_cpu() -> None:
+    """The float8 head's loss and both gradients stay near the bf16 head's (torch's CPU float8 GEMM)."""
+    from fsdp_llama.loss import IGNORE_INDEX, float8_linear_cross_entropy, fused_linear_cross_entropy
+
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 32, generator=gen).bfloat16()
+    weight = (0.02 * torch.randn(160, 32, generator=gen)).bfloat16()
+    targets = torch.randint(0, 160, (64,), generator=gen)
+    targets[:16] = IGNORE_INDEX
+    results = []
+    for head in (fused_linear_cross_entropy, float8_linear_cross_entropy):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        loss = head(h, w, targets, 32, "eager")
+        loss.backward()
+        results.append((loss.item(), h.grad.float(), w.grad.float()))
+    (ref, ref_gh, ref_gw), (loss, gh, gw) = results
+    assert abs(loss - ref) / ref < 1e-2
+    assert ((gh - ref_gh).norm() / ref_gh.norm()).item() < 0.1
+    assert ((gw - ref_gw).norm() / ref_gw.norm()).item() < 0.1
+    assert gh[:16].abs().max().item() == 0.0

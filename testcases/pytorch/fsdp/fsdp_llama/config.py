@@ -342,13 +342,16 @@ class TrainConfig(LlamaRunConfig):
     """pytorch/fsdp's run; defaults are the tiny CPU smoke run the lab demo launches."""
 
     DESCRIPTION: ClassVar[str] = "trainstack pytorch/fsdp: Llama decoder with FSDP2"
-    WORD_FIELDS: ClassVar[frozenset[str] | None] = frozenset({"compile", "reshard_after_forward", "fsdp"})
+    WORD_FIELDS: ClassVar[frozenset[str] | None] = frozenset(
+        {"compile", "reshard_after_forward", "fsdp", "fp8_head"}
+    )
 
     beta1: float = 0.9
     beta2: float = 0.95
     mixed_precision: str = "auto"
     precision: str = "bf16"
     fp8_recipe: str = "tensorwise"
+    fp8_head: str = "false"
     master_dtype: str = "fp32"
     reshard_after_forward: str = "auto"
     fsdp: str = "auto"
@@ -377,6 +380,11 @@ class TrainConfig(LlamaRunConfig):
             ),
             self.one_of("precision", PRECISIONS),
             self.one_of("fp8_recipe", FP8_RECIPES),
+            *self.flag_rules("fp8_head"),
+            (
+                self.fp8_head == "false" or self.precision == "fp8",
+                "--fp8-head true puts the LM head in float8 on top of the blocks: it needs --precision fp8",
+            ),
             (
                 not (self.precision == "fp8" and self.mixed_precision == "fp32"),
                 "--precision fp8 computes around bf16: it cannot be combined with --mixed-precision fp32",

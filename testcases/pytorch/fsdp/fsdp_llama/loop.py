@@ -94,6 +94,7 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
             model.to(torch.bfloat16)
     model.loss_chunk_tokens = cfg.loss_chunk_tokens
     model.fp8_linears = convert_to_fp8(model, cfg.fp8_recipe) if cfg.precision == "fp8" else 0
+    model.fp8_head = cfg.precision == "fp8" and cfg.fp8_head == "true"
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
         configure_compiler(cfg.compile_tuning)
@@ -277,6 +278,7 @@ def train(cfg: TrainConfig) -> Summary:
             "precision": cfg.precision,
             "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
             "fp8_linears": run.model.fp8_linears,
+            "fp8_head": run.model.fp8_head,
             "fsdp": use_fsdp(cfg, info),
             "optimizer": type(run.optimizer).__name__,
             "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),

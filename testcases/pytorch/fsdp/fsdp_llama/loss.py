@@ -115,3 +115,115 @@ def fused_linear_cross_entropy(
 ) -> torch.Tensor:
     """Mean cross-entropy of ``hidden @ weight.T`` against ``targets`` (-100 ignored), no full logits."""
     return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens, kernel)
+
+
+# --------------------------------------------------------------------------- the LM head in float8 (opt-in)
+# Float8 formats of the head: e4m3 for the hidden states and the weight, e5m2 for the logit gradient, as
+# torchao's tensorwise recipe does for the block linears.
+E4M3 = torch.float8_e4m3fn
+E5M2 = torch.float8_e5m2
+# (softmax - onehot) lies in [-1, 1]: the logit gradient is written times this power of two, so e5m2 keeps
+# values down to 2**-31 of the largest without measuring an amax (the bound is known before the kernel runs).
+GRAD_MULTIPLIER = 2.0**15
+# cuBLASLt's float8 GEMMs (torch._scaled_mm) need every dimension divisible by 16.
+FP8_ALIGN = 16
+
+
+def fp8_head_fits(tokens: int, dim: int, vocab: int, chunk_tokens: int) -> bool:
+    """Whether every float8 GEMM of the head has 16-divisible dimensions (else the bf16 head runs)."""
+    return all(size % FP8_ALIGN == 0 for size in (tokens, dim, vocab, min(chunk_tokens, tokens)))
+
+
+def quantize_tensorwise(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x`` in e4m3 with one scale, as rows and as its transpose, and the scale's inverse for the GEMM.
+
+    Both layouts because cuBLASLt's float8 GEMM takes only K-contiguous operands: the forward reduces over
+    the model width, the weight gradient over tokens. Compiled, the amax, scaling and both casts are one read.
+    """
+    x32 = x.float()
+    amax = x32.abs().amax().clamp(min=1e-12)
+    scale = torch.finfo(E4M3).max / amax
+    q = (x32 * scale).clamp(-torch.finfo(E4M3).max, torch.finfo(E4M3).max).to(E4M3)
+    return q, q.t().contiguous(), scale.reciprocal()
+
+
+def transpose_fp8(x: torch.Tensor) -> torch.Tensor:
+    """A float8 matrix transposed into a new contiguous one (bytes moved as bytes)."""
+    return x.view(torch.uint8).t().contiguous().view(x.dtype)
+
+
+def _chunk_grad_fp8(
+    kernel: str, logits: torch.Tensor, targets: torch.Tensor, multiplier: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunk's summed loss and ``GRAD_MULTIPLIER * (softmax - onehot)`` in e5m2 (the Triton kernel
+    writes e5m2 directly; the torch references round their output to it)."""
+    if kernel == "triton":
+        from .xent_triton import ce_chunk_forward_backward_triton
+
+        return ce_chunk_forward_backward_triton(logits, targets, multiplier, grad_dtype=E5M2)
+    loss_sum, grad = chunk_function(kernel)(logits, targets, multiplier)
+    return loss_sum, grad.to(E5M2)
+
+
+class _Float8LinearCrossEntropy(torch.autograd.Function):
+    """:class:`_FusedLinearCrossEntropy` with its three GEMMs in float8 (tensorwise scales, fp32 accumulate).
+
+    The logits come out of the GEMM in bf16, the loss and softmax stay fp32 as in the bf16 head; the logit
+    gradient is kept in e5m2 for the whole step (2.1 GB at 16k tokens of a 128k vocabulary), transposed, so
+    the weight gradient is one GEMM over all tokens instead of one accumulation per chunk.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        targets: torch.Tensor,
+        chunk_tokens: int,
+        kernel: str,
+    ) -> torch.Tensor:
+        quantize = compile_once(quantize_tensorwise, dynamic=False) if hidden.is_cuda else quantize_tensorwise
+        transpose = compile_once(transpose_fp8, dynamic=False) if hidden.is_cuda else transpose_fp8
+        h8, h8_t, h_inv = quantize(hidden)
+        w8, w8_t, w_inv = quantize(weight)
+        valid = (targets != IGNORE_INDEX).sum().clamp(min=1).to(torch.float32)
+        multiplier = torch.full((), GRAD_MULTIPLIER, dtype=torch.float32, device=hidden.device)
+        g_inv = 1.0 / (valid * GRAD_MULTIPLIER)
+        grad_hidden = torch.empty_like(hidden)
+        grad_t = torch.empty((weight.shape[0], hidden.shape[0]), dtype=E5M2, device=hidden.device)
+        loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for start in range(0, hidden.shape[0], chunk_tokens):
+            end = min(start + chunk_tokens, hidden.shape[0])
+            logits = torch._scaled_mm(
+                h8[start:end], w8.t(), h_inv, w_inv, out_dtype=hidden.dtype, use_fast_accum=True
+            )
+            chunk_loss, g8 = _chunk_grad_fp8(kernel, logits, targets[start:end], multiplier)
+            del logits
+            loss_sum += chunk_loss
+            grad_hidden[start:end] = torch._scaled_mm(g8, w8_t.t(), g_inv, w_inv, out_dtype=hidden.dtype)
+            grad_t[:, start:end] = transpose(g8)
+        grad_weight = torch._scaled_mm(grad_t, h8_t.t(), g_inv, h_inv, out_dtype=weight.dtype)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return (loss_sum / valid).to(accumulation_dtype(weight.dtype))
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        factor = grad_loss.to(grad_hidden.dtype)
+        return grad_hidden * factor, grad_weight * factor, None, None, None
+
+
+def float8_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    chunk_tokens: int = 4096,
+    kernel: str = "eager",
+) -> torch.Tensor:
+    """Mean cross-entropy of ``hidden @ weight.T`` with the three GEMMs in float8; bf16 where they cannot be.
+
+    Falls back to :func:`fused_linear_cross_entropy` when a dimension is not 16-divisible.
+    """
+    if not fp8_head_fits(hidden.shape[0], hidden.shape[1], weight.shape[0], chunk_tokens):
+        return fused_linear_cross_entropy(hidden, weight, targets, chunk_tokens, kernel)
+    return _Float8LinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens, kernel)

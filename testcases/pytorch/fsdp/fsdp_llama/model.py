@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the universal spelling
 
 from .config import ModelConfig
-from .loss import fused_linear_cross_entropy
+from .loss import float8_linear_cross_entropy, fused_linear_cross_entropy
 
 
 def rope_frequencies(cfg: ModelConfig) -> torch.Tensor:
@@ -171,8 +171,10 @@ class Transformer(nn.Module):
         self.register_buffer("rope", rope_cos_sin(cfg, self.rope_len), persistent=False)
         self.loss_chunk_tokens = 4096
         self.loss_kernel = "eager"
-        # Linears swapped for float8 ones by fsdp_llama.fp8 (0 on the default bf16 path).
+        # Linears swapped for float8 ones by fsdp_llama.fp8 (0 on the default bf16 path), and whether the LM
+        # head's GEMMs (inside the fused loss) run in float8 too (False on the default bf16 path).
         self.fp8_linears = 0
+        self.fp8_head = False
 
     def init_weights(self, seed: int) -> None:
         """Deterministic init after ``to_empty`` (meta-device construction leaves memory uninitialised)."""
@@ -225,9 +227,8 @@ class Transformer(nn.Module):
         flat = h.reshape(-1, h.shape[-1])
         if flat.dtype != weight.dtype:
             flat = flat.to(weight.dtype)
-        return fused_linear_cross_entropy(
-            flat, weight, targets.reshape(-1), self.loss_chunk_tokens, self.loss_kernel
-        )
+        loss_fn = float8_linear_cross_entropy if self.fp8_head else fused_linear_cross_entropy
+        return loss_fn(flat, weight, targets.reshape(-1), self.loss_chunk_tokens, self.loss_kernel)
 
     def num_params(self) -> int:
         """Unique parameters (a tied embedding counts once), the N of the 6N FLOP rule."""

@@ -42,13 +42,14 @@ def _softmax_xent_rows(
     scale,
     n_cols,
     stride,
+    grad_stride,
     ignore_index,
     BLOCK: tl.constexpr,  # noqa: N803 - Triton's spelling for compile-time sizes
 ):
     """One row: online log-sum-exp over the row, its loss, then ``scale * (softmax - onehot)``."""
     row = tl.program_id(0).to(tl.int64)
     src = logits + row * stride
-    dst = grad + row * stride
+    dst = grad + row * grad_stride
     target = tl.load(targets + row)
     offsets = tl.arange(0, BLOCK)
     running_max = tl.full((), float("-inf"), tl.float32)
@@ -84,16 +85,23 @@ def _interpreted() -> bool:
 
 
 def ce_chunk_forward_backward_triton(
-    logits: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    scale: torch.Tensor,
+    grad_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as :func:`fsdp_llama.loss.ce_chunk_forward_backward`: summed loss and scaled gradient."""
+    """Same contract as :func:`fsdp_llama.loss.ce_chunk_forward_backward`: summed loss and scaled gradient.
+
+    ``grad_dtype`` (default the logits') is what the gradient is written in: the float8 LM head asks for e5m2
+    so that the rounding happens in the kernel's store, not in one more pass over the chunk.
+    """
     if logits.stride(1) != 1:
         raise ValueError("the Triton cross-entropy kernel needs rows with unit column stride")
     rows, n_cols = logits.shape
-    grad = torch.empty_like(logits)
+    grad = torch.empty_like(logits, dtype=grad_dtype or logits.dtype)
     row_loss = torch.empty(rows, dtype=torch.float32, device=logits.device)
     scale32 = scale.to(torch.float32).reshape(1)
-    args = (logits, targets, grad, row_loss, scale32, n_cols, logits.stride(0), IGNORE_INDEX)
+    args = (logits, targets, grad, row_loss, scale32, n_cols, logits.stride(0), grad.stride(0), IGNORE_INDEX)
     if _interpreted():
         # The interpreter has no timer to autotune with; any one configuration computes the same values.
         _rows_kernel[(rows,)](*args, BLOCK=64)

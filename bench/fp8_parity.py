@@ -40,7 +40,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--warmup-steps", type=int, default=30)
-    parser.add_argument("--fp8-recipes", default="tensorwise", help="comma-separated: one FP8 run each")
+    parser.add_argument(
+        "--fp8-recipes",
+        default="tensorwise",
+        help="comma-separated: one FP8 run each; RECIPE-head also puts the LM head in float8",
+    )
     parser.add_argument("--tail", type=int, default=20, help="steps averaged at the end of each curve")
     parser.add_argument("--tolerance", type=float, default=0.01, help="relative, on the tail means")
     parser.add_argument("--instance-type", default=catalog_peak.DEFAULT_INSTANCE_TYPE)
@@ -53,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def train(args: argparse.Namespace, run: str, peak: float, workdir: Path) -> dict[str, Any]:
     """One run (``bf16`` or ``fp8_<recipe>``) of the test case's entry point: its summary, or the failure."""
     precision, _sep, recipe = run.partition("_")
+    # ``tensorwise-head``: the recipe with the LM head in float8 too (``--fp8-head true``).
+    recipe, _sep, scope = recipe.partition("-")
     summary = workdir / f"summary_{run}.json"
     cmd = [
         sys.executable,
@@ -61,6 +67,7 @@ def train(args: argparse.Namespace, run: str, peak: float, workdir: Path) -> dic
         *("--steps", str(args.steps), "--lr", str(args.lr), "--warmup-steps", str(args.warmup_steps)),
         *("--precision", precision, "--fp8-recipe", recipe or "tensorwise", "--peak-tflops", str(peak)),
         *("--metric-warmup-steps", "10", "--summary-json", str(summary)),
+        *(("--fp8-head", "true") if scope == "head" else ()),
         *args.extra.split(),
     ]
     started = time.perf_counter()

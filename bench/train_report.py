@@ -38,6 +38,7 @@ LABELS = {
     "ours_fsdp": "ours through FSDP2 on the one GPU (`--fsdp true`)",
     "ours_fp8": "ours with `--precision fp8` (float8 block linears, tensorwise; bf16-equivalent FLOPs)",
     "ours_fp8head": "ours with `--precision fp8 --fp8-head true` (block linears and LM head in float8)",
+    "ours_bf16state": "ours with bf16 master weights and AdamW states (`--master-dtype bf16`)",
 }
 
 

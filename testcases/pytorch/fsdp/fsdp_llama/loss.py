@@ -134,17 +134,24 @@ def fp8_head_fits(tokens: int, dim: int, vocab: int, chunk_tokens: int) -> bool:
     return all(size % FP8_ALIGN == 0 for size in (tokens, dim, vocab, min(chunk_tokens, tokens)))
 
 
-def quantize_tensorwise(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``x`` in e4m3 with one scale, as rows and as its transpose, and the scale's inverse for the GEMM.
+def quantize_head(
+    x: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x`` in e4m3 twice: by rows with one scale each, and transposed with one scale for the whole tensor.
 
-    Both layouts because cuBLASLt's float8 GEMM takes only K-contiguous operands: the forward reduces over
-    the model width, the weight gradient over tokens. Compiled, the amax, scaling and both casts are one read.
+    The rows (one scale per token of the hidden states, per vocabulary entry of the weight) feed the logits'
+    GEMM, whose output is the loss itself; a single scale would round small rows (rare tokens' embeddings)
+    more coarsely than large ones. The transposed copy feeds the gradient GEMMs (cuBLASLt's float8 GEMM takes
+    only K-contiguous operands, and e5m2 gradients pair only with tensorwise scales there). Returns the rows,
+    their inverse scales ``[rows, 1]``, the transpose and its inverse scale. Compiled: two reads of ``x``.
     """
+    top = torch.finfo(E4M3).max
     x32 = x.float()
-    amax = x32.abs().amax().clamp(min=1e-12)
-    scale = torch.finfo(E4M3).max / amax
-    q = (x32 * scale).clamp(-torch.finfo(E4M3).max, torch.finfo(E4M3).max).to(E4M3)
-    return q, q.t().contiguous(), scale.reciprocal()
+    row_amax = x32.abs().amax(dim=1, keepdim=True).clamp(min=1e-12)
+    rows = (x32 * (top / row_amax)).clamp(-top, top).to(E4M3)
+    amax = row_amax.amax()
+    whole = (x32 * (top / amax)).clamp(-top, top).to(E4M3)
+    return rows, row_amax / top, whole.t().contiguous(), amax / top
 
 
 def transpose_fp8(x: torch.Tensor) -> torch.Tensor:
@@ -166,7 +173,8 @@ def _chunk_grad_fp8(
 
 
 class _Float8LinearCrossEntropy(torch.autograd.Function):
-    """:class:`_FusedLinearCrossEntropy` with its three GEMMs in float8 (tensorwise scales, fp32 accumulate).
+    """:class:`_FusedLinearCrossEntropy` with its three GEMMs in float8 (fp32 accumulate): the logits' GEMM
+    with one scale per token and per vocabulary entry, the two gradient GEMMs with one scale per tensor.
 
     The logits come out of the GEMM in bf16, the loss and softmax stay fp32 as in the bf16 head; the logit
     gradient is kept in e5m2 for the whole step (2.1 GB at 16k tokens of a 128k vocabulary), transposed, so
@@ -182,10 +190,11 @@ class _Float8LinearCrossEntropy(torch.autograd.Function):
         chunk_tokens: int,
         kernel: str,
     ) -> torch.Tensor:
-        quantize = compile_once(quantize_tensorwise, dynamic=False) if hidden.is_cuda else quantize_tensorwise
+        quantize = compile_once(quantize_head, dynamic=False) if hidden.is_cuda else quantize_head
         transpose = compile_once(transpose_fp8, dynamic=False) if hidden.is_cuda else transpose_fp8
-        h8, h8_t, h_inv = quantize(hidden)
-        w8, w8_t, w_inv = quantize(weight)
+        h8, h_row_inv, h8_t, h_inv = quantize(hidden)
+        w8, w_row_inv, w8_t, w_inv = quantize(weight)
+        w_row_inv = w_row_inv.reshape(1, -1)
         valid = (targets != IGNORE_INDEX).sum().clamp(min=1).to(torch.float32)
         multiplier = torch.full((), GRAD_MULTIPLIER, dtype=torch.float32, device=hidden.device)
         g_inv = 1.0 / (valid * GRAD_MULTIPLIER)
@@ -195,7 +204,12 @@ class _Float8LinearCrossEntropy(torch.autograd.Function):
         for start in range(0, hidden.shape[0], chunk_tokens):
             end = min(start + chunk_tokens, hidden.shape[0])
             logits = torch._scaled_mm(
-                h8[start:end], w8.t(), h_inv, w_inv, out_dtype=hidden.dtype, use_fast_accum=True
+                h8[start:end],
+                w8.t(),
+                h_row_inv[start:end],
+                w_row_inv,
+                out_dtype=hidden.dtype,
+                use_fast_accum=True,
             )
             chunk_loss, g8 = _chunk_grad_fp8(kernel, logits, targets[start:end], multiplier)
             del logits

@@ -108,12 +108,18 @@ molecule: setup wheelhouse ## molecule scenarios run in make test (MOLECULE_JOBS
 integration: setup ## integration tests (lab, moto, packer), one process
 	$(BIN)/pytest tests/integration -m "not slow" --durations=25 $(PYTEST_ARGS)
 
-# The same tests in two parts that may run side by side: those that use the lab or build with LXC (marked `host`
-# by tests/integration/conftest.py, one process, in order), and the self-contained rest (moto, Packer against
-# moto, rendered manifests, the local launcher), which make test runs beside the molecule scenarios.
-.PHONY: integration-host integration-isolated
+# The same tests in three parts that may run side by side: those that use the lab or build with LXC (marked `host`
+# by tests/integration/conftest.py, one process, in order); of those, the ones that start nodes of their own on
+# the lab's bridge and never touch the lab's nodes (marked `own_nodes`), in a process that holds a lock which
+# the lab's teardown waits for; and the self-contained rest (moto, Packer against moto, rendered manifests,
+# the local launcher).
+.PHONY: integration-host integration-own-nodes integration-isolated
 integration-host: setup ## integration tests that use the lab or LXC (in order, one process)
-	$(BIN)/pytest tests/integration -m "host and not slow" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -m "host and not own_nodes and not slow" --durations=25 $(PYTEST_ARGS)
+
+integration-own-nodes: setup ## integration tests that start lab nodes of their own, beside the lab's tests
+	@mkdir -p .cache
+	flock .cache/own-nodes.lock $(BIN)/pytest tests/integration -m "own_nodes and not slow" --durations=25 $(PYTEST_ARGS)
 
 integration-isolated: setup ## self-contained integration tests (moto, packer, local launcher)
 	$(BIN)/pytest tests/integration -m "not host and not slow" --durations=25 $(PYTEST_ARGS)
@@ -121,9 +127,10 @@ integration-isolated: setup ## self-contained integration tests (moto, packer, l
 # Stages run in order and the run ends with the seconds each took (set-up counts: on a fresh machine it is most).
 # On two cores the molecule scenarios keep both busy but for their package downloads: lint, whose sanity
 # virtualenvs download too, takes what they leave. The lab's own tests (one process, in order) leave a core
-# mostly idle: the unit tests, the self-contained integration tests and the build of the local image that the
-# lab's last tests boot from run beside them. A stage fails if any of its parts fails.
-TEST_STAGES := setup wheelhouse molecule+lint integration-host+integration-isolated+unit+test-image
+# mostly idle: the tests that start lab nodes of their own, the unit tests, the self-contained integration tests
+# and the build of the local image that the lab's last tests boot from run beside them. A stage fails if any of
+# its parts fails.
+TEST_STAGES := setup wheelhouse molecule+lint integration-host+integration-own-nodes+integration-isolated+unit+test-image
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
 	@TRAINSTACK_TEST_IMAGE=$(TEST_IMAGE_OUT) MAKE="$(MAKE)" scripts/run-stages.sh $(TEST_STAGES)
 

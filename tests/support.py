@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shlex
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
 LAB_KEY = Path("/var/lib/trainstack/lab/ssh/id_ed25519")
+# Held by the process that runs the own_nodes tests beside the lab's own tests (make integration-own-nodes):
+# the lab's teardown takes it first, so that it never removes the bridge under their nodes.
+OWN_NODES_LOCK = REPO / ".cache" / "own-nodes.lock"
 
 
 def ansible_env(**extra: str) -> dict[str, str]:
@@ -61,6 +65,15 @@ LOCALHOST_ARGS = [
     "-e",
     f"ansible_python_interpreter={VENV_BIN / 'python'}",
 ]
+
+
+@contextlib.contextmanager
+def own_nodes_done() -> Iterator[None]:
+    """Wait until a process running the own_nodes tests beside this one has ended (at once when none runs)."""
+    OWN_NODES_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with OWN_NODES_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def playbook(name: str, *args: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, playbook, run
+from tests.support import REPO, VENV_BIN, own_nodes_done, playbook, run
 
 pytestmark = pytest.mark.lab
 
@@ -99,7 +99,7 @@ RESCUE_NODE += ["-e", "own_node_start_timeout=90"]
 
 
 @pytest.fixture(scope="module")
-def rescue_node(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+def rescue_node(lab_network: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """The running node ts-m-rescue, made from the lab's base image; yields the command that starts it."""
     inventory = tmp_path_factory.mktemp("rescue") / "hosts.yml"
     start = [*OWN_NODE, *RESCUE_NODE, "-e", f"own_node_inventory={inventory}"]
@@ -110,6 +110,7 @@ def rescue_node(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         run([*OWN_NODE, *RESCUE_NODE, "-e", "own_node_state=absent"])
 
 
+@pytest.mark.own_nodes
 def test_node_that_no_longer_boots_is_kept_or_made_anew(rescue_node: list[str]) -> None:
     # What an interrupted earlier run can leave: a node with a unit that fails at every boot (here a named
     # stand-in unit; in CI it was slurmctld). By default lab-up keeps it for inspection and says why; with
@@ -136,7 +137,8 @@ def test_node_that_no_longer_boots_is_kept_or_made_anew(rescue_node: list[str]) 
     assert _system_state(node) == "running"
 
 
-def test_a_node_this_run_made_that_does_not_boot_is_removed(lab_required: None, tmp_path: Path) -> None:
+@pytest.mark.own_nodes
+def test_a_node_this_run_made_that_does_not_boot_is_removed(lab_network: None, tmp_path: Path) -> None:
     # The other half of lab-up's rescue: a node that the failing run itself created is removed, not kept, so
     # nothing half-made is left behind. Stand-in image: a root filesystem with the directories lab-up writes
     # into (keys, hosts, proxy, CA bundle, authorized_keys) but no init, so the container cannot boot.
@@ -165,6 +167,7 @@ def _mac(node: str) -> str:
     return run(["lxc-attach", "-n", node, "--", "cat", "/sys/class/net/eth0/address"]).stdout.strip()
 
 
+@pytest.mark.own_nodes
 def test_a_restarted_node_keeps_its_address_and_answers_at_once(rescue_node: list[str]) -> None:
     # With a new random MAC address at every start, the host's neighbour cache still held the old one and a
     # node restarted at once stayed unreachable past lab-up's 30 s wait for SSH (1 restart in 2, here). Each
@@ -248,7 +251,8 @@ def test_not_root_is_refused(lab_required: None) -> None:
 
 @pytest.mark.lab_teardown
 def test_lab_down_leaves_nothing(lab_required: None) -> None:
-    playbook("lab_down")
+    with own_nodes_done():
+        playbook("lab_down")
     assert _containers("ts-") == []
     assert not _link_exists("tslab0")
     assert (

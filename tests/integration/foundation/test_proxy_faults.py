@@ -16,7 +16,7 @@ from tests.support import VENV_BIN, lab_ssh, run
 
 from .fault_proxy import FaultProxy
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.own_nodes]
 
 NODE, ADDRESS = "ts-m-faults", "10.77.0.192"
 BOOK = [str(VENV_BIN / "ansible-playbook"), "tests/integration/foundation/proxy_faults.yml"]
@@ -25,7 +25,7 @@ NAIVE_DOWNLOAD = ["apt-get", "-o", "Acquire::Retries=0", "install", "-y", "--rei
 
 
 @pytest.fixture
-def faulty_proxy(lab: None) -> Iterator[FaultProxy]:
+def faulty_proxy(lab_network: None) -> Iterator[FaultProxy]:
     proxy = FaultProxy(listen=("10.77.0.1", 3150), upstream=("10.77.0.1", 3142))
     proxy.start()
     try:
@@ -35,7 +35,7 @@ def faulty_proxy(lab: None) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def clean_node(lab: None) -> Iterator[None]:
+def clean_node(lab_network: None) -> Iterator[None]:
     run([*BOOK, "-e", "faults_node_state=absent"])
     try:
         yield

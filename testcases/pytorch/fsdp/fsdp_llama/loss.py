@@ -172,8 +172,9 @@ def _chunk_grad_fp8(
     return loss_sum, grad.to(E5M2)
 
 
-class _Float8LinearCrossEntropy(torch.autograd.Function):
-    """:class:`_FusedLinearCrossEntropy` with its three GEMMs in float8 (fp32 accumulate): the logits' GEMM
+class _Float8LinearCrossEntropy(_FusedLinearCrossEntropy):
+    """:class:`_FusedLinearCrossEntropy` (whose backward it shares: both compute the gradients in the forward
+    pass) with its three GEMMs in float8 (fp32 accumulate): the logits' GEMM
     with one scale per token and per vocabulary entry, the two gradient GEMMs with one scale per tensor.
 
     The logits come out of the GEMM in bf16, the loss and softmax stay fp32 as in the bf16 head; the logit
@@ -219,12 +220,6 @@ class _Float8LinearCrossEntropy(torch.autograd.Function):
         grad_weight = torch._scaled_mm(grad_t, h8_t.t(), g_inv, h_inv, out_dtype=weight.dtype)
         ctx.save_for_backward(grad_hidden, grad_weight)
         return (loss_sum / valid).to(accumulation_dtype(weight.dtype))
-
-    @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        grad_hidden, grad_weight = ctx.saved_tensors
-        factor = grad_loss.to(grad_hidden.dtype)
-        return grad_hidden * factor, grad_weight * factor, None, None, None
 
 
 def float8_linear_cross_entropy(

@@ -67,6 +67,12 @@ LOCALHOST_ARGS = [
 ]
 
 
+def link_exists(name: str) -> bool:
+    """Whether the host has a network link of that name (the lab's bridge, for one)."""
+    shown = subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, check=False)
+    return shown.returncode == 0
+
+
 @contextlib.contextmanager
 def own_nodes_done() -> Iterator[None]:
     """Wait until a process running the own_nodes tests beside this one has ended (at once when none runs)."""

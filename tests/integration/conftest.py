@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.support import playbook
+from tests.support import link_exists, playbook
 
 # Fixtures that use host-wide state: the lab's containers, bridge and proxy, or LXC image builds.
 HOST_FIXTURES = frozenset({"lab_required", "lab", "lab_network", "slurm_lab", "local_image"})
@@ -75,8 +73,7 @@ def lab_network(lab_required: None) -> None:
     process beside the lab's own tests, which stop and restart the lab's nodes (a lab-up meanwhile would start
     them again). Otherwise the lab is brought up.
     """
-    bridge = subprocess.run(["ip", "link", "show", "dev", "tslab0"], capture_output=True, check=False)
-    if bridge.returncode != 0:
+    if not link_exists("tslab0"):
         playbook("lab_up", "-e", "lab_node_count=3")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, own_nodes_done, playbook, run
+from tests.support import REPO, VENV_BIN, link_exists, own_nodes_done, playbook, run
 
 pytestmark = pytest.mark.lab
 
@@ -22,12 +22,6 @@ STATE = Path("/var/lib/trainstack/lab")
 def _containers(prefix: str) -> list[str]:
     out = subprocess.run(["lxc-ls", "-1"], capture_output=True, text=True, check=True).stdout.split()
     return [name for name in out if name.startswith(prefix)]
-
-
-def _link_exists(name: str) -> bool:
-    return (
-        subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, check=False).returncode == 0
-    )
 
 
 def test_three_nodes_run_systemd(lab: None) -> None:
@@ -206,7 +200,7 @@ def test_bad_input_fails_before_creating_anything(lab_required: None, extra: lis
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert _containers("tsbad-") == before == []
-    assert not _link_exists("tsbad0")
+    assert not link_exists("tsbad0")
 
 
 def test_not_root_is_refused(lab_required: None) -> None:
@@ -246,7 +240,7 @@ def test_not_root_is_refused(lab_required: None) -> None:
     )
     assert proc.returncode != 0
     assert "The lab needs root" in proc.stdout + proc.stderr
-    assert not _link_exists("tsbad0")
+    assert not link_exists("tsbad0")
 
 
 @pytest.mark.lab_teardown
@@ -254,7 +248,7 @@ def test_lab_down_leaves_nothing(lab_required: None) -> None:
     with own_nodes_done():
         playbook("lab_down")
     assert _containers("ts-") == []
-    assert not _link_exists("tslab0")
+    assert not link_exists("tslab0")
     assert (
         subprocess.run(["pgrep", "-f", "apt-cacher-ng -c /var/lib/trainstack"], check=False).returncode == 1
     )

@@ -1,12 +1,14 @@
 """Verifier for the fabric and storage roles: effective state inside the node, against the stack's pins.
 
-Built for real from their release sources (the mirror serves the upstream tags' tarballs): enroot and pyxis.
-Stand-ins (named as such, see docs/fabric.md): the EFA installer (installs Debian's rdma-core, libfabric and
-Open MPI) and the aws-ofi-nccl and nccl-tests sources (small builds with the real interfaces, compiled
-against the real libraries). Everything they are built against, and Slurm, apt, systemd and PAM, is real.
+Built for real from their release sources (the mirror serves the upstream tags' tarballs with the sha256 the
+stack's lock records): aws-ofi-nccl, nccl-tests, enroot and pyxis. The one stand-in (named as such, see
+docs/fabric.md) is the EFA installer, which installs Debian's rdma-core, libfabric and Open MPI where the real
+one puts its own. Everything else is real: CUDA 13.2 from NVIDIA's PyPI wheels, the stack's NCCL wheel, Slurm,
+apt, systemd and PAM. There is no GPU: the nccl-tests programs run up to their first CUDA call.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,13 +17,26 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
+sys.path.insert(0, str(REPO / "tests" / "integration" / "fabric"))
 
 from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix  # noqa: E402
+from build_checks import (  # noqa: E402
+    NCCL_NET_SYMBOLS,
+    PLUGIN_NEEDED,
+    nccl_net_lookup,
+    nccl_tests_header,
+    needed,
+    release_programs,
+    served_source,
+    stamp,
+)
 
 CURRENT = (REPO / "stacks" / "current").read_text().strip()
 STACK = yaml.safe_load((REPO / "stacks" / f"{CURRENT}.yml").read_text())
 RULES = yaml.safe_load((REPO / "stacks" / "rules.yml").read_text())["rules"]
 VERSIONS = {name: str(comp["version"]) for name, comp in STACK["components"].items()}
+LOCK = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
+PLUGIN = "/opt/aws-ofi-nccl/lib/libnccl-net-ofi.so"
 
 
 def _env_file(host) -> dict[str, str]:
@@ -95,39 +110,72 @@ def test_plugin_is_found_by_nccls_search_path(host):
     assert host.file("/etc/ld.so.conf.d/100_ofinccl.conf").content_string == "/opt/aws-ofi-nccl/lib\n"
 
 
+@pytest.mark.parametrize(
+    ("artifact", "path"),
+    [
+        ("aws-ofi-nccl-src", "/var/cache/trainstack/aws-ofi-nccl/aws-ofi-nccl-src"),
+        ("nccl-tests-src", "/var/cache/trainstack/nccl-tests/nccl-tests-src"),
+    ],
+)
+def test_release_source_was_the_locked_tag(host, artifact, path):
+    assert served_source(host, artifact, LOCK[artifact]["url"], path) == (False, LOCK[artifact]["sha256"])
+
+
 def test_plugin_was_built_at_the_pin_against_the_efa_libfabric(host):
-    stamp = host.file("/opt/aws-ofi-nccl/.trainstack-build").content_string
-    assert stamp.startswith(f"aws-ofi-nccl {VERSIONS['aws_ofi_nccl']} --prefix=/opt/aws-ofi-nccl")
-    assert "--with-libfabric=/opt/amazon/efa" in stamp and "--disable-platform-aws" in stamp
-    ldd = host.check_output("ldd /opt/aws-ofi-nccl/lib/libnccl-net-ofi.so")
+    first, key = stamp(host, "/opt/aws-ofi-nccl/.trainstack-build")
+    assert first.startswith(f"aws-ofi-nccl {VERSIONS['aws_ofi_nccl']} --prefix=/opt/aws-ofi-nccl")
+    # The EFA layout's libfabric is Debian's 1.17 here; the AWS platform needs 1.22 (aws-ofi-nccl-libfabric).
+    assert "--with-libfabric=/opt/amazon/efa" in first and "--disable-platform-aws" in first
+    assert host.file(
+        f"/shared/cache/aws-ofi-nccl/aws-ofi-nccl-{VERSIONS['aws_ofi_nccl']}-{key}.tar.gz"
+    ).is_file
+    ldd = host.check_output(f"ldd {PLUGIN}")
+    assert "not found" not in ldd
     assert "libfabric.so.1 => /opt/amazon/efa/lib/libfabric.so.1" in ldd
+    entries = needed(host, PLUGIN)
+    assert "libfabric.so.1" in entries and all(PLUGIN_NEEDED.match(name) for name in entries), entries
 
 
-def test_plugin_loads_and_reports_the_libfabric_it_links(host):
-    code = (
-        "import ctypes; lib = ctypes.CDLL('libnccl-net.so'); "
-        "v = lib.trainstack_standin_fi_version(); print(f'{v >> 16}.{v & 0xffff}')"
-    )
-    loaded = host.check_output(f'python3 -c "{code}"')
-    fi_info = host.check_output("/opt/amazon/efa/bin/fi_info --version").splitlines()[1]
-    assert fi_info.startswith(f"libfabric: {loaded}.")
+def test_nccl_loads_the_plugin_by_both_names(host):
+    # The release's version, as configure read it, is what NCCL logs when it initialises the plugin.
+    strings = host.check_output(f"strings {PLUGIN}").splitlines()
+    assert f"NET/OFI Initializing aws-ofi-nccl {VERSIONS['aws_ofi_nccl']}" in strings
+    assert nccl_net_lookup(host) == [
+        f"libnccl-net.so ncclNetPlugin_v11 Libfabric {len(NCCL_NET_SYMBOLS)}",
+        f"libnccl-net-ofi.so ncclNetPlugin_v11 Libfabric {len(NCCL_NET_SYMBOLS)}",
+    ]
 
 
 # ---------------------------------------------------------------- nccl-tests
 
 
-def test_nccl_tests_built_with_mpi(host):
-    stamp = host.file("/opt/nccl-tests/.trainstack-build").content_string
-    assert stamp.startswith(f"nccl-tests {VERSIONS['nccl_tests']} MPI=1 ")
-    assert "MPI_HOME=/opt/amazon/openmpi" in stamp
-    assert "libmpi.so" in host.check_output("ldd /opt/nccl-tests/bin/all_reduce_perf")
+def test_every_release_program_is_built_with_mpi_against_the_stacks_nccl(host):
+    first, key = stamp(host, "/opt/nccl-tests/.trainstack-build")
+    assert first.startswith(f"nccl-tests {VERSIONS['nccl_tests']} MPI=1 ")
+    assert "MPI_HOME=/opt/amazon/openmpi" in first
+    assert "NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 CUDARTLIB=cudart_static" in first
+    programs = release_programs(VERSIONS["nccl_tests"])
+    assert set(host.check_output("ls /opt/nccl-tests/bin").split()) == programs
+    tarball = f"/shared/cache/nccl-tests/nccl-tests-{VERSIONS['nccl_tests']}-{key}.tar.gz"
+    kept = host.check_output(f"tar -tzf {tarball}")
+    assert {path.rsplit("/", 1)[-1] for path in kept.split() if path.endswith("_perf")} == programs
+    for program in sorted(programs):
+        ldd = host.check_output(f"ldd /opt/nccl-tests/bin/{program}")
+        assert "not found" not in ldd, program
+        assert "libnccl.so.2 => /opt/nvidia/nccl/lib/libnccl.so.2" in ldd, program
+        assert "libmpi.so" in ldd and "libcudart" not in ldd, program
 
 
-def test_nccl_tests_run_under_mpirun(host):
-    out = host.check_output(
-        "mpirun --allow-run-as-root --oversubscribe -np 2 /opt/nccl-tests/bin/all_reduce_perf"
+def test_nccl_tests_run_as_one_mpi_job_up_to_the_gpu(host):
+    # Two ranks of one job: rank 0 alone prints the header (the stack's NCCL, headers and library); both then
+    # reach CUDA, which has no driver in a lab node, and name their pids.
+    run = host.run(
+        "mpirun --allow-run-as-root --oversubscribe -np 2 /opt/nccl-tests/bin/all_reduce_perf -b 8 -e 8"
     )
-    assert "rank 0 of 2" in out and "rank 1 of 2" in out
+    output = run.stdout + run.stderr
+    assert output.count(nccl_tests_header(VERSIONS["nccl_tests"], VERSIONS["nccl"])) == 1
+    assert len(set(re.findall(r"pid (\d+): Test failure", output))) == 2
+    assert run.rc != 0
 
 
 # ---------------------------------------------------------------- enroot + pyxis

@@ -9,7 +9,6 @@ GPU: the nccl-tests programs run up to the point where they need a CUDA driver, 
 import json
 import re
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,33 +17,26 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tests" / "integration" / "fabric"))
 
-import mirror  # noqa: E402
+from build_checks import (  # noqa: E402
+    NCCL_NET_SYMBOLS,
+    PLUGIN_NEEDED,
+    nccl_net_lookup,
+    nccl_tests_header,
+    needed,
+    release_programs,
+    served_source,
+    stamp,
+)
 
 CURRENT = (REPO / "stacks" / "current").read_text().strip()
 STACK = yaml.safe_load((REPO / "stacks" / f"{CURRENT}.yml").read_text())
 LOCK = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
 VERSIONS = {name: str(comp["version"]) for name, comp in STACK["components"].items()}
-NCCL_CODE = "{}{:02d}{:02d}".format(*map(int, VERSIONS["nccl"].split(".")))
 # (prefix, built with MPI): the scenario's two builds (molecule.yml, converge.yml).
 BUILDS = [("/opt/nccl-tests", True), ("/opt/nccl-tests-nompi", False)]
 PLUGIN = "/opt/aws-ofi-nccl/lib/libnccl-net-ofi.so"
-# The symbols NCCL 2.29's net plugin lookup asks for, newest first (src/plugin/net/net_v*.cc: dlsym of
-# ncclNetPlugin_v11 down to _v6); it takes the first one the library exports.
-NCCL_NET_SYMBOLS = [f"ncclNetPlugin_v{n}" for n in range(11, 5, -1)]
-
-
-def _release_programs() -> set[str]:
-    """Every program nccl-tests' own src/Makefile builds (BIN_FILES_LIST), read from the release source."""
-    tarball = mirror.default_upstream() / f"nccl-tests-{VERSIONS['nccl_tests']}.tar.gz"
-    with tarfile.open(tarball) as tar:
-        makefile = tar.extractfile(f"nccl-tests-{VERSIONS['nccl_tests']}/src/Makefile").read().decode()
-    names = re.search(r"^BIN_FILES_LIST := (.+)$", makefile, re.MULTILINE).group(1).split()
-    return {f"{name}_perf" for name in names}
-
-
-def _stamp(host, path: str) -> tuple[str, str]:
-    first, key = host.file(path).content_string.splitlines()
-    return first, key.removeprefix("key ")
+HEADER = nccl_tests_header(VERSIONS["nccl_tests"], VERSIONS["nccl"])
+PROGRAMS = release_programs(VERSIONS["nccl_tests"])
 
 
 # ---------------------------------------------------------------- sources
@@ -58,12 +50,7 @@ def _stamp(host, path: str) -> tuple[str, str]:
     ],
 )
 def test_release_source_was_the_locked_tag(host, artifact, path):
-    served = json.loads(host.file("/var/cache/trainstack/fabric-mirror.lock.json").content_string)[
-        "artifacts"
-    ]
-    assert served[artifact]["standin"] is False
-    name = LOCK[artifact]["url"].rsplit("/", 1)[-1]
-    assert host.check_output(f"sha256sum {path}/{name}").split()[0] == LOCK[artifact]["sha256"]
+    assert served_source(host, artifact, LOCK[artifact]["url"], path) == (False, LOCK[artifact]["sha256"])
 
 
 # ---------------------------------------------------------------- nccl-tests
@@ -72,7 +59,7 @@ def test_release_source_was_the_locked_tag(host, artifact, path):
 @pytest.mark.parametrize(("prefix", "mpi"), BUILDS)
 def test_every_release_program_is_installed(host, prefix, mpi):
     installed = set(host.check_output(f"ls {prefix}/bin").split())
-    assert installed == _release_programs()
+    assert installed == PROGRAMS
 
 
 @pytest.mark.parametrize(("prefix", "mpi"), BUILDS)
@@ -81,7 +68,7 @@ def test_programs_link_nccl_and_mpi_only_when_built_with_it(host, prefix, mpi):
     nccl_lib = "/opt/nvidia/nccl/lib/libnccl.so.2"
     real = host.check_output(f"readlink -f {nccl_lib}")
     assert real == f"/opt/nvidia/nccl-{VERSIONS['nccl']}/nvidia/nccl/lib/libnccl.so.2"
-    for program in sorted(_release_programs()):
+    for program in sorted(PROGRAMS):
         ldd = host.check_output(f"ldd {prefix}/bin/{program}")
         assert "not found" not in ldd, program
         assert f"libnccl.so.2 => {nccl_lib}" in ldd, program
@@ -92,21 +79,18 @@ def test_programs_link_nccl_and_mpi_only_when_built_with_it(host, prefix, mpi):
 
 @pytest.mark.parametrize(("prefix", "mpi"), BUILDS)
 def test_stamp_names_the_release_sm90_and_its_cache_key(host, prefix, mpi):
-    first, key = _stamp(host, f"{prefix}/.trainstack-build")
+    first, key = stamp(host, f"{prefix}/.trainstack-build")
     assert first.startswith(f"nccl-tests {VERSIONS['nccl_tests']} MPI={int(mpi)} ")
     assert "NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 CUDARTLIB=cudart_static" in first
     kept = f"/shared/cache/nccl-tests/nccl-tests-{VERSIONS['nccl_tests']}-{key}.tar.gz"
     listing = host.check_output(f"tar -tzf {kept}").split()
-    assert sorted(p.rsplit("/", 1)[-1] for p in listing if p.endswith("_perf")) == sorted(_release_programs())
+    assert sorted(p.rsplit("/", 1)[-1] for p in listing if p.endswith("_perf")) == sorted(PROGRAMS)
 
 
 def test_program_runs_against_the_stacks_nccl_up_to_the_gpu(host):
     # No GPU and no driver in a lab node: the program gets as far as asking CUDA for its devices.
     run = host.run("/opt/nccl-tests-nompi/bin/all_reduce_perf -b 8 -e 8")
-    header = (
-        f"# nccl-tests version {VERSIONS['nccl_tests']} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}"
-    )
-    assert header in run.stdout
+    assert HEADER in run.stdout
     assert run.rc != 0 and "CUDA driver version is insufficient" in run.stdout + run.stderr
 
 
@@ -116,7 +100,7 @@ def test_mpi_build_runs_as_one_job_under_mpirun(host, prefix, mpi):
     # other build two separate programs (each prints it). Both ranks then reach CUDA and name their pids.
     run = host.run(f"mpirun --allow-run-as-root --oversubscribe -np 2 {prefix}/bin/all_reduce_perf -b 8 -e 8")
     output = run.stdout + run.stderr
-    headers = output.count(f"# nccl-tests version {VERSIONS['nccl_tests']} nccl-headers={NCCL_CODE}")
+    headers = output.count(HEADER)
     assert headers == (1 if mpi else 2)
     assert len(set(re.findall(r"pid (\d+): Test failure", output))) == 2
     assert run.rc != 0
@@ -126,7 +110,7 @@ def test_mpi_build_runs_as_one_job_under_mpirun(host, prefix, mpi):
 
 
 def test_plugin_was_built_at_the_pin_without_the_aws_platform(host):
-    first, key = _stamp(host, "/opt/aws-ofi-nccl/.trainstack-build")
+    first, key = stamp(host, "/opt/aws-ofi-nccl/.trainstack-build")
     assert first.startswith(f"aws-ofi-nccl {VERSIONS['aws_ofi_nccl']} --prefix=/opt/aws-ofi-nccl")
     # Debian 12's libfabric is 1.17; the AWS platform needs 1.22 (stacks/rules.yml: aws-ofi-nccl-libfabric).
     assert "--with-libfabric" not in first and "--disable-platform-aws" in first
@@ -139,15 +123,9 @@ def test_plugin_was_built_at_the_pin_without_the_aws_platform(host):
 
 
 def test_plugin_links_only_libfabric_hwloc_and_the_c_and_cxx_runtimes(host):
-    needed = re.findall(
-        r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", host.check_output(f"readelf -dW {PLUGIN}")
-    )
-    allowed = re.compile(
-        r"^(libfabric\.so\.1|libhwloc\.so\.\d+"
-        r"|libstdc\+\+\.so\.6|libm\.so\.6|libgcc_s\.so\.1|libc\.so\.6|ld-linux-x86-64\.so\.2)$"
-    )
-    assert needed and all(allowed.match(name) for name in needed), needed
-    assert "libfabric.so.1" in needed
+    entries = needed(host, PLUGIN)
+    assert entries and all(PLUGIN_NEEDED.match(name) for name in entries), entries
+    assert "libfabric.so.1" in entries
     ldd = host.check_output(f"ldd {PLUGIN}")
     assert "not found" not in ldd
     assert "libfabric.so.1 => /lib/x86_64-linux-gnu/libfabric.so.1" in ldd
@@ -159,15 +137,7 @@ def test_nccl_finds_the_plugin_by_both_names_and_its_newest_interface(host):
     assert "libnccl-net.so (libc6,x86-64) => /opt/aws-ofi-nccl/lib/libnccl-net.so" in host.check_output(
         "ldconfig -p"
     )
-    code = (
-        "import ctypes\n"
-        "for lib in ('libnccl-net.so', 'libnccl-net-ofi.so'):\n"
-        "    handle = ctypes.CDLL(lib)\n"
-        f"    found = [s for s in {NCCL_NET_SYMBOLS!r} if hasattr(handle, s)]\n"
-        "    name = ctypes.c_char_p.in_dll(handle, found[0]).value.decode()\n"
-        "    print(lib, found[0], name, len(found))\n"
-    )
-    lines = host.check_output(f'python3 -c "{code}"').splitlines()
+    lines = nccl_net_lookup(host)
     assert lines == [
         f"libnccl-net.so ncclNetPlugin_v11 Libfabric {len(NCCL_NET_SYMBOLS)}",
         f"libnccl-net-ofi.so ncclNetPlugin_v11 Libfabric {len(NCCL_NET_SYMBOLS)}",

@@ -3,17 +3,17 @@
 Why: the EFA installer and GitHub (aws-ofi-nccl, nccl-tests, pyxis, enroot) are unreachable from this
 network, yet the roles must download through the artifact layer with a sha256 check. This helper lays out a
 mirror as `make mirror` would (`<artifact name>/<upstream file name>`) and serves it over HTTP on the lab
-bridge. Artifacts the project builds for real in the lab (REAL_SOURCES) are the release sources of the
-upstream directory (`git archive` of each tag, see its README.md), served under the file name of the URL the
-stack names, once the stack's lock (stacks/locks/<id>.lock.json) records them; their sha256 must be the one
-that lock records, so the roles fetch them exactly as an image build would. The others, and those named with
---standin (a scenario that must stay cheap serves those instead of compiling the real source), are stand-ins
-built from tests/integration/fabric/standins (each says it is one). The mirror's lock file records both
-(`standin` says which). Stand-in archives are byte-reproducible (fixed mtimes and owners), so the lock is
-stable.
+bridge. The release sources the lab builds (REAL_SOURCES) come from the upstream directory (`git archive` of
+each tag, see its README.md), served under the file name of the URL the stack names, once the stack's lock
+(stacks/locks/<id>.lock.json) records them; their sha256 must be the one that lock records, so the roles fetch
+them exactly as an image build would. Only the artifacts with no public source here (the EFA installer,
+the PCS agent) are stand-ins, built from tests/integration/fabric/standins (each says it is one). The
+mirror's lock file records both (`standin` says which). Stand-in archives are byte-reproducible (fixed mtimes
+and owners), so the lock is stable. A source the stack pins but neither the lock nor the upstream directory
+holds (an older stack's release) is not served: a role that asks for it fails at its download.
 
     python tests/integration/fabric/mirror.py up --dir DIR [--stack S.yml --upstream UP]
-        [--standin NAME ...] [--bind 10.77.0.1 --port 8671]
+        [--bind 10.77.0.1 --port 8671]
     python tests/integration/fabric/mirror.py down --dir DIR
 
 The upstream directory: --upstream, else $TRAINSTACK_UPSTREAM_DIR, else ../shared/upstream beside the
@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -47,8 +46,7 @@ STANDINS = HERE / "standins"
 EPOCH = 1_700_000_000  # fixed mtime: reproducible archives
 UPSTREAM_ENV = "TRAINSTACK_UPSTREAM_DIR"
 # Served from the upstream directory (real release sources) once the stack's lock records them: the lab builds
-# these (aws-ofi-nccl and nccl-tests in the slow fabric_build scenario; the fabric scenario asks for their
-# stand-ins with --standin).
+# these (the fabric and fabric_build scenarios, the enroot lab test).
 REAL_SOURCES = frozenset({"enroot-src", "pyxis-src", "aws-ofi-nccl-src", "nccl-tests-src"})
 
 
@@ -92,48 +90,17 @@ def _tree(src: Path, top: str, version: str) -> dict[str, tuple[bytes, int]]:
     return entries
 
 
-def _enroot_deb(version: str, arch: str) -> bytes:
-    """A .deb named and versioned like enroot's release package, built with dpkg-deb from the stand-in."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "pkg"
-        (root / "DEBIAN").mkdir(parents=True)
-        (root / "usr/bin").mkdir(parents=True)
-        script = (STANDINS / "enroot" / "enroot").read_bytes().replace(b"@VERSION@", version.encode())
-        (root / "usr/bin/enroot").write_bytes(script)
-        (root / "usr/bin/enroot").chmod(0o755)
-        (root / "DEBIAN/control").write_text(
-            f"Package: enroot\nVersion: {version}-1\nArchitecture: {arch}\nMaintainer: trainstack tests\n"
-            "Depends: bash\nDescription: STAND-IN for NVIDIA enroot (trainstack tests; runs no containers)\n"
-        )
-        out = Path(tmp) / "enroot.deb"
-        env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)}
-        subprocess.run(
-            ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
-        return out.read_bytes()
-
-
 def _builders(components: dict) -> dict[str, Callable[[dict], bytes]]:
-    """Stand-in bytes per artifact name of the stack (the artifacts the fabric roles and the PCS agent role
-    download)."""
+    """Stand-in bytes per artifact name of the stack: the downloads with no public source here (the EFA
+    installer, the PCS agent)."""
 
     def version(name: str) -> str:
         return str(components[name]["version"])
-
-    def source(standin: str, top: str, component: str) -> bytes:
-        return _tar_gz(_tree(STANDINS / standin, f"{top}-{version(component)}", version(component)))
 
     return {
         "aws-efa-installer": lambda a: _tar_gz(
             _tree(STANDINS / "efa_installer", "aws-efa-installer", version("efa_installer"))
         ),
-        "aws-ofi-nccl-src": lambda a: source("aws_ofi_nccl", "aws-ofi-nccl", "aws_ofi_nccl"),
-        "nccl-tests-src": lambda a: source("nccl_tests", "nccl-tests", "nccl_tests"),
-        "pyxis-src": lambda a: source("pyxis", "pyxis", "pyxis"),
-        "enroot-deb-amd64": lambda a: _enroot_deb(version("enroot"), "amd64"),
         "aws-pcs-agent": lambda a: _tar_gz(
             _tree(STANDINS / "pcs_agent", "aws-pcs-agent", version("pcs_agent"))
         ),
@@ -167,16 +134,8 @@ def _real_source(art: dict, upstream: Path, locked: dict | None) -> bytes:
     return data
 
 
-def build(
-    stack_file: Path, directory: Path, upstream: Path | None = None, standins: frozenset[str] = frozenset()
-) -> dict:
-    """Write the mirror's files into `directory` at their mirror paths and return its lock (also written).
-
-    `standins` names artifacts served as their stand-ins even where the real source is locked: the lock then
-    says `standin: true` for them, and a node must trust this lock (not the stack's) for those names."""
-    unknown = standins - set(_builders({}))
-    if unknown:
-        raise SystemExit(f"mirror: --standin {sorted(unknown)}: no stand-in of that name")
+def build(stack_file: Path, directory: Path, upstream: Path | None = None) -> dict:
+    """Write the mirror's files into `directory` at their mirror paths and return its lock (also written)."""
     stack = yaml.safe_load(stack_file.read_text())
     components = stack["components"]
     builders = _builders(components)
@@ -185,8 +144,8 @@ def build(
     lock: dict = {"format": 1, "stack": stack["id"], "artifacts": {}}
     for comp in components.values():
         for art in comp.get("artifacts") or []:
-            # A real source once the stack locks it; before that (or when asked for), its stand-in.
-            real = art["name"] in REAL_SOURCES and art["name"] in committed and art["name"] not in standins
+            # A real source once the stack locks it; a stand-in only where there is no public source.
+            real = art["name"] in REAL_SOURCES and art["name"] in committed
             if real:
                 data = _real_source(art, upstream, committed.get(art["name"]))
             elif art["name"] in builders:
@@ -255,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--stack", type=Path, default=current_stack_file())
     parser.add_argument("--upstream", type=Path, default=None, help="release sources (default: see above)")
-    parser.add_argument("--standin", action="append", default=[], help="serve this artifact's stand-in")
     parser.add_argument("--bind", default="10.77.0.1")
     parser.add_argument("--port", type=int, default=8671)
     args = parser.parse_args(argv)
@@ -263,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "down":
         stop(args.dir)
         return 0
-    lock = build(args.stack, args.dir, args.upstream, frozenset(args.standin))
+    lock = build(args.stack, args.dir, args.upstream)
     if args.action == "up":
         pid = serve(args.dir, args.bind, args.port)
         url = f"http://{args.bind}:{args.port}"

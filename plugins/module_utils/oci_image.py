@@ -6,7 +6,9 @@ Why this exists: a job whose image holds a CUDA newer than the nodes' driver sup
 nodes, imports gigabytes of layers and then dies in its first CUDA call. Every image this collection builds
 carries its stack record (``/etc/trainstack/image.json``) as the manifest annotation
 ``org.trainstack.image.json``, so one manifest request (registry HTTP API v2) answers the question before
-anything is submitted. The reference grammar is enroot's (it imports the image on the nodes): a first
+anything is submitted. The same record is a label of the image's configuration, which is where it survives a
+push as a Docker schema 2 manifest (no annotations there): for such a manifest the configuration blob is read
+too. The reference grammar is enroot's (it imports the image on the nodes): a first
 component holding a '.' or ':' is a registry, anything else is a Docker Hub name, and ``REGISTRY#IMAGE`` is
 accepted too.
 The driver rule is the version matrix's own (``stacks/rules.yml``, kind ``driver_for_cuda``), evaluated by
@@ -235,6 +237,29 @@ def _manifest(fetch: Fetch, base: str, ref: ImageReference, selector: str, basic
     return answer
 
 
+def _config_labels(
+    fetch: Fetch, base: str, ref: ImageReference, manifest: Mapping[str, Any], basic: str | None
+) -> dict:
+    """The labels of the image's configuration blob, checked against the digest the manifest names for it."""
+    digest = (manifest.get("config") or {}).get("digest") or ""
+    if not _DIGEST_RE.match(digest):
+        return {}
+    url = f"{base}/v2/{ref.repository}/blobs/{digest}"
+    try:
+        answer = _get(fetch, url, basic)
+    except (urllib.error.URLError, OSError) as exc:
+        raise ImageError("unreachable", f"registry {ref.registry} cannot be reached ({base}): {exc}") from exc
+    if answer.status != 200:
+        raise ImageError("registry", f"registry {ref.registry} answered {answer.status} for {url}")
+    if "sha256:" + hashlib.sha256(answer.body).hexdigest() != digest:
+        raise ImageError("registry", f"registry {ref.registry}: the configuration blob is not {digest}")
+    try:
+        config = json.loads(answer.body)
+    except ValueError as exc:
+        raise ImageError("registry", f"{ref.repository}: the image configuration is not JSON") from exc
+    return dict((config.get("config") or {}).get("Labels") or {})
+
+
 def _platform_manifest(index: Mapping[str, Any], arch: str) -> str | None:
     """The digest of the index entry for linux/<arch> (OCI names: amd64, arm64)."""
     wanted = OCI_ARCH.get(arch, arch)
@@ -253,7 +278,8 @@ def read_image(
     password: str | None = None,
     fetch: Fetch | None = None,
 ) -> dict[str, Any]:
-    """The image's digest, manifest media type, annotations and stack record (None when it carries none).
+    """The image's digest, manifest media type, annotations and stack record (None when it carries none), and
+    where the record came from (the manifest's annotation, else the configuration's label).
 
     The digest is the registry's ``Docker-Content-Digest`` (else the sha256 of the manifest's bytes, which is
     what the registry computes): it names the image's content, so it keys the nodes' import cache. An index
@@ -282,17 +308,21 @@ def read_image(
             )
         manifest = json.loads(_manifest(fetch, base, ref, chosen, basic).body)
     annotations = manifest.get("annotations") or {}
-    record = annotations.get(RECORD_ANNOTATION)
+    record, source = annotations.get(RECORD_ANNOTATION), "annotation"
+    if not record:
+        # A Docker schema 2 manifest has no annotations: the record is the configuration's label.
+        record, source = _config_labels(fetch, base, ref, manifest, basic).get(RECORD_ANNOTATION), "label"
     try:
         parsed = json.loads(record) if record else None
     except ValueError as exc:
-        raise ImageError("record", f"{ref.repository}: annotation {RECORD_ANNOTATION} is not JSON") from exc
+        raise ImageError("record", f"{ref.repository}: {source} {RECORD_ANNOTATION} is not JSON") from exc
     return {
         "reference": ref.as_dict(),
         "digest": digest,
         "media_type": media_type,
         "annotations": annotations,
         "record": parsed if isinstance(parsed, dict) else None,
+        "record_from": source if isinstance(parsed, dict) else None,
         "pinned": ref.pinned(digest),
     }
 

@@ -94,9 +94,15 @@ media_type:
   returned: always
   type: str
 record:
-  description: The image's stack record (annotation C(org.trainstack.image.json)); null when it has none.
+  description: >-
+    The image's stack record (annotation C(org.trainstack.image.json) of the manifest, else the label of that
+    name in the image configuration, where a Docker schema 2 manifest keeps it); null when it has none.
   returned: always
   type: dict
+record_from:
+  description: Where the record was read, C(annotation) or C(label); null when the image has none.
+  returned: always
+  type: str
 image_cuda:
   description: The image's CUDA as the driver rule reads it (C(cuda), C(pytorch.cuda_runtime)); {} for CPU.
   returned: always

@@ -87,14 +87,20 @@ PACKAGES = _role_packages()
 
 
 @pytest.fixture(scope="module")
-def image(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The probe image in the lab registry (started for this module): its buildah and enroot references."""
+def registry(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The lab registry on the bridge (Debian's docker-registry), started for this module: its URL."""
     directory = tmp_path_factory.mktemp("enroot-registry")
     url = lab_registry.start(directory)
     try:
-        yield probe_image.push(f"{url}/lab", tmp_path_factory.mktemp("enroot-probe"))
+        yield url
     finally:
         lab_registry.stop(directory)
+
+
+@pytest.fixture(scope="module")
+def image(registry: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The probe image in the lab registry: its buildah and enroot references."""
+    return probe_image.push(f"{registry}/lab", tmp_path_factory.mktemp("enroot-probe"))
 
 
 @pytest.fixture(scope="module")

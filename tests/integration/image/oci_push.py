@@ -20,6 +20,7 @@ from tests.support import free_port
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 RECORD_ANNOTATION = "org.trainstack.image.json"
 
 
@@ -66,13 +67,30 @@ class Registry:
             pass
         return data
 
-    def image(self, name: str, tag: str, annotations: dict[str, str], arch: str = "amd64") -> bytes:
-        config = self.blob(
-            name,
-            json.dumps(
-                {"architecture": arch, "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
-            ).encode(),
+    def _config(self, name: str, arch: str, labels: dict[str, str]) -> dict[str, Any]:
+        body = {"architecture": arch, "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+        return self.blob(
+            name, json.dumps({**body, "config": {"Labels": labels}} if labels else body).encode()
         )
+
+    def docker_image(self, name: str, tag: str, labels: dict[str, str]) -> bytes:
+        """An image as `buildah push --format v2s2` leaves it: a Docker schema 2 manifest (no annotations);
+        what the image says of itself is in its configuration's labels."""
+        config = self._config(name, "amd64", labels)
+        layer = self.blob(name, f"layer of {name}:{tag}".encode())
+        return self.manifest(
+            name,
+            tag,
+            {
+                "schemaVersion": 2,
+                "mediaType": DOCKER_MANIFEST,
+                "config": {"mediaType": "application/vnd.docker.container.image.v1+json", **config},
+                "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", **layer}],
+            },
+        )
+
+    def image(self, name: str, tag: str, annotations: dict[str, str], arch: str = "amd64") -> bytes:
+        config = self._config(name, arch, {})
         layer = self.blob(name, f"layer of {name}:{tag}".encode())
         return self.manifest(
             name,

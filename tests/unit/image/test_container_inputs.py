@@ -37,6 +37,7 @@ GOOD = [
         {"container_registry_url": "http://10.77.0.1:8673", "container_registry_allow_http": True},
     ),
     ("base only", {"container_flavours": ["base"]}),
+    ("docker schema 2 push", {"container_registry_format": "v2s2"}),
     ("dotted repository", {"container_repository": "team.a/trainstack_images"}),
 ]
 
@@ -84,6 +85,11 @@ BAD = [
         "parent",
     ),
     ("name too long", {"container_repository": "a" * 250}, "at most 255 characters"),
+    (
+        "unknown push format",
+        {"container_registry_format": "v2s1"},
+        "container_registry_format=v2s1: must be oci",
+    ),
 ]
 
 

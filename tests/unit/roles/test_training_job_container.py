@@ -25,14 +25,19 @@ IMAGE = "10.77.0.1:8673/lab/trainstack/pytorch:ts-2026.12-0123456789ab"
 PINNED = f"10.77.0.1:8673/lab/trainstack/pytorch@{DIGEST}"
 ENROOT_STANDIN = """#!/bin/bash
 # STAND-IN for enroot import: records the call, then writes the --output file after a pause.
-echo "$*" >> "$TS_IMPORTS"
+echo "ENROOT_ALLOW_HTTP=${ENROOT_ALLOW_HTTP-unset} $*" >> "$TS_IMPORTS"
+if [[ -n ${ENROOT_CONFIG_PATH-} ]]; then
+  stat -c '%a' "$ENROOT_CONFIG_PATH" "$ENROOT_CONFIG_PATH/.credentials" >> "$TS_IMPORTS"
+  cat "$ENROOT_CONFIG_PATH/.credentials" >> "$TS_IMPORTS"
+fi
 [[ $1 == import && $2 == --output ]] || exit 2
 sleep 1
 echo squashfs > "$3"
 """
 SRUN_RECORDER = """#!/bin/bash
-# STAND-IN for Slurm's srun: records its arguments.
-printf '%s\\n' "$@" > "$TS_SRUN"
+# STAND-IN for Slurm's srun: records its arguments and the enroot settings the job may pass its steps.
+printf '%s\\n' "ENROOT_ALLOW_HTTP=${ENROOT_ALLOW_HTTP-unset}" "ENROOT_CONFIG_PATH=${ENROOT_CONFIG_PATH-unset}" \\
+  "$@" > "$TS_SRUN"
 """
 
 
@@ -99,7 +104,9 @@ def test_the_image_is_imported_once_and_pyxis_starts_the_file(tmp_path: Path) ->
     assert later.communicate(timeout=60) and later.returncode == 0
 
     imports = (tmp_path / "imports.log").read_text().splitlines()
-    assert imports == [f"import --output {sqsh.with_name(sqsh.stem + '.partial.sqsh')} docker://{PINNED}"]
+    # Plain HTTP for the import alone: pyxis starts a file, and no step of the job gets the setting.
+    partial = sqsh.with_name(sqsh.stem + ".partial.sqsh")
+    assert imports == [f"ENROOT_ALLOW_HTTP=1 import --output {partial} docker://{PINNED}"]
     assert sqsh.read_text() == "squashfs\n"
     assert not sqsh.with_name(sqsh.stem + ".partial.sqsh").exists()
     for name in ("1", "2", "3"):
@@ -107,7 +114,54 @@ def test_the_image_is_imported_once_and_pyxis_starts_the_file(tmp_path: Path) ->
         assert f"--container-image={sqsh}" in args
         assert f"--container-mounts={tmp_path / 'shared'}:{tmp_path / 'shared'}" in args
         assert f"--container-workdir={script.parent}" in args
-    assert "export ENROOT_ALLOW_HTTP=1" in script.read_text()
+        assert args[0] == "ENROOT_ALLOW_HTTP=unset"
+    assert "export ENROOT_ALLOW_HTTP" not in script.read_text()
+
+
+def test_without_a_digest_the_steps_get_plain_http_for_pyxis_import(tmp_path: Path) -> None:
+    script = tmp_path / "run" / "job.sbatch"
+    script.parent.mkdir()
+    script.write_text(
+        render("job.sbatch.j2", tmp_path, **container_request(tmp_path, __training_job_image_info={}))
+    )
+    job = run_job(script, tmp_path, "1")
+    assert job.communicate(timeout=60) and job.returncode == 0
+    args = (tmp_path / "srun-1.txt").read_text().splitlines()
+    assert args[0] == "ENROOT_ALLOW_HTTP=1" and f"--container-image={IMAGE}" in args
+    assert not (tmp_path / "imports.log").exists()
+
+
+def test_an_ecr_image_is_imported_with_a_token_the_node_asks_for(tmp_path: Path) -> None:
+    """The import's own enroot configuration names the registry and a password command, which enroot runs
+    when it reads the file; no secret is written, and no step of the job sees that configuration."""
+    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    info = image_info(
+        pinned=f"{registry}/ml/pytorch@{DIGEST}",
+        reference={"registry": registry, "repository": "ml/pytorch", "tag": "ts-2026.12", "digest": None},
+    )
+    request = container_request(
+        tmp_path,
+        training_job_container_image=f"{registry}/ml/pytorch:ts-2026.12",
+        training_job_container_allow_http=False,
+        __training_job_image_info=info,
+    )
+    script = tmp_path / "run" / "job.sbatch"
+    script.parent.mkdir()
+    script.write_text(render("job.sbatch.j2", tmp_path, **request))
+    job = run_job(script, tmp_path, "1")
+    assert job.communicate(timeout=60) and job.returncode == 0
+    imports = (tmp_path / "imports.log").read_text().splitlines()
+    assert imports[1:] == [
+        "700",
+        "600",
+        f"machine {registry} login AWS password $(aws ecr get-login-password --region eu-west-1)",
+    ]
+    assert (tmp_path / "srun-1.txt").read_text().splitlines()[1] == "ENROOT_CONFIG_PATH=unset"
+    # Another registry gets no credentials file.
+    other = tmp_path / "other"
+    other.mkdir()
+    text = render("job.sbatch.j2", other, **container_request(other))
+    assert ".credentials" not in text and "ecr get-login-password" not in text
 
 
 def test_a_failed_import_leaves_no_file_and_fails_the_job(tmp_path: Path) -> None:

@@ -22,7 +22,14 @@ from typing import Any, ClassVar
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import oci_image as oi
 
-from tests.integration.image.oci_push import OCI_INDEX, OCI_MANIFEST, Registry, record, running_registry
+from tests.integration.image.oci_push import (
+    DOCKER_MANIFEST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Registry,
+    record,
+    running_registry,
+)
 from tests.support import free_port
 
 
@@ -43,6 +50,7 @@ def test_the_record_and_digest_come_back_from_the_registry(registry: Registry) -
     assert info["pinned"] == f"{registry.host}/lab/trainstack/pytorch@{digest}"
     assert info["media_type"] == OCI_MANIFEST
     assert info["record"]["components"]["cuda"]["installed"] == "13.2.51"
+    assert info["record_from"] == "annotation"
     # The digest reads the same image back.
     again = oi.read_image(oi.parse_reference(info["pinned"]), scheme="http")
     assert again["record"] == info["record"] and again["digest"] == digest
@@ -52,6 +60,26 @@ def test_an_image_without_the_record_reads_as_none(registry: Registry) -> None:
     registry.image("other/plain", "1", {"org.opencontainers.image.title": "plain"})
     info = oi.read_image(oi.parse_reference(f"{registry.host}/other/plain:1"), scheme="http")
     assert info["record"] is None and info["annotations"] == {"org.opencontainers.image.title": "plain"}
+
+
+def test_a_docker_schema2_image_gives_its_record_from_the_configuration_label(registry: Registry) -> None:
+    """`buildah push --format v2s2` (what enroot 4.1.2 imports from a distribution registry) keeps no
+    annotation; the record is read from the configuration blob the manifest names."""
+    body = registry.docker_image(
+        "lab/trainstack/pytorch", "v2s2", {oi.RECORD_ANNOTATION: json.dumps(record("13.2")), "x": "y"}
+    )
+    info = oi.read_image(oi.parse_reference(f"{registry.host}/lab/trainstack/pytorch:v2s2"), scheme="http")
+    assert info["media_type"] == DOCKER_MANIFEST and info["annotations"] == {}
+    assert info["digest"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert info["record_from"] == "label"
+    assert info["record"]["components"]["cuda"]["installed"] == "13.2.51"
+    registry.docker_image("lab/plain", "v2s2", {"x": "y"})
+    plain = oi.read_image(oi.parse_reference(f"{registry.host}/lab/plain:v2s2"), scheme="http")
+    assert plain["record"] is None and plain["record_from"] is None
+    registry.docker_image("lab/broken", "v2s2", {oi.RECORD_ANNOTATION: "{not json"})
+    with pytest.raises(oi.ImageError, match=r"label org.trainstack.image.json is not JSON") as caught:
+        oi.read_image(oi.parse_reference(f"{registry.host}/lab/broken:v2s2"), scheme="http")
+    assert caught.value.kind == "record"
 
 
 def test_a_missing_tag_is_the_registrys_404(registry: Registry) -> None:

@@ -36,8 +36,8 @@ echo squashfs > "$3"
 """
 SRUN_RECORDER = """#!/bin/bash
 # STAND-IN for Slurm's srun: records its arguments and the enroot settings the job may pass its steps.
-printf '%s\\n' "ENROOT_ALLOW_HTTP=${ENROOT_ALLOW_HTTP-unset}" "ENROOT_CONFIG_PATH=${ENROOT_CONFIG_PATH-unset}" \\
-  "$@" > "$TS_SRUN"
+printf '%s\\n' "ENROOT_ALLOW_HTTP=${ENROOT_ALLOW_HTTP-unset}" \\
+  "ENROOT_CONFIG_PATH=${ENROOT_CONFIG_PATH-unset}" "$@" > "$TS_SRUN"
 """
 
 

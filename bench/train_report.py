@@ -34,6 +34,7 @@ LABELS = {
     "hf_liger_compile": "Hugging Face + Liger kernels + torch.compile, AdamW fused",
     "titan": "torchtitan Llama-3 (per-block compile, AdamW fused)",
     "titan_ac": "torchtitan Llama-3 (per-block compile, full activation checkpointing, AdamW fused)",
+    "titan_sac": "torchtitan Llama-3 (per-block compile, every second block checkpointed, AdamW fused)",
     "ours": "**ours** (`pytorch/fsdp`, one process: unsharded)",
     "ours_fsdp": "ours through FSDP2 on the one GPU (`--fsdp true`)",
     "ours_fp8": "ours with `--precision fp8` (float8 block linears, tensorwise; bf16-equivalent FLOPs)",

@@ -21,6 +21,7 @@ Variants (every ``hf_*`` and ``titan`` row is a baseline; the JSON names the fas
               compiled, the loss compiled, AdamW(fused=True), gradient clipping.
   titan_ac    titan with each block wrapped for full activation checkpointing before its compile, as
               torchtitan's ``activation_checkpoint.mode = "full"`` does (the 8B shape fits one GPU only so).
+  titan_sac   titan with every second block checkpointed (torchtitan's layer-wise selective mode).
   ours        testcases/pytorch/fsdp exactly as its entrypoint builds it for one process (per-block
               compile, fused linear cross-entropy, bf16 parameters over fp32 master weights updated by
               one compiled AdamW kernel per tensor; FSDP2 only shards when there are several processes),
@@ -68,9 +69,11 @@ HF_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     "hf_liger": (False, True, True),
     "hf_liger_compile": (True, True, True),
 }
-# torchtitan rows: titan as its one-GPU trainer sets it up, titan_ac the same with full activation
-# checkpointing of every block (torchtitan's ``--activation_checkpoint.mode full``), for shapes that need it.
-TITAN_VARIANTS = ("titan", "titan_ac")
+# torchtitan rows: titan as its one-GPU trainer sets it up; titan_ac the same with full activation
+# checkpointing of every block (torchtitan's ``--activation_checkpoint.mode full``) and titan_sac with every
+# second block checkpointed (its layer-wise selective mode, ``selective_ac_option 2``), for shapes that need
+# them. The value is K: blocks whose index is a multiple of K are checkpointed (0: none).
+TITAN_VARIANTS: dict[str, int] = {"titan": 0, "titan_ac": 1, "titan_sac": 2}
 BASELINES = (*HF_VARIANTS, *TITAN_VARIANTS)
 DEFAULT_VARIANTS = ",".join((*HF_VARIANTS, "titan", "ours"))
 # Ranges the profiler records on the GPU timeline next to the kernels they contain: not kernels themselves.
@@ -428,10 +431,10 @@ def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"torchtitan's FFN width {ffn} is not the shape's {cfg.ffn_dim}")
     if cfg.tie_embeddings:
         model.output.weight = model.tok_embeddings.weight
-    checkpointed = spec["name"] == "titan_ac"
+    every = TITAN_VARIANTS[spec["name"]]
     for name, block in model.layers.named_children():
-        if checkpointed:
-            # torchtitan's full AC: the block's activations are recomputed in the backward pass.
+        if every and int(name) % every == 0:
+            # torchtitan's layer-wise AC: the block's activations are recomputed in the backward pass.
             from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
             block = checkpoint_wrapper(block, preserve_rng_state=False)
@@ -469,7 +472,7 @@ def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
         "compile": "per block + loss",
         "adamw": "fused",
         "autocast": "bf16",
-        "activation_checkpointing": "full" if checkpointed else "none",
+        "activation_checkpointing": {0: "none", 1: "full"}.get(every, f"every {every} blocks"),
     }
     return result
 

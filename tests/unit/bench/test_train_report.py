@@ -7,6 +7,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -65,9 +67,17 @@ def test_table_lists_every_row_and_names_the_strongest() -> None:
     )
 
 
-def test_the_docs_table_is_the_committed_json_rendered() -> None:
-    """docs/performance.md's 1B comparison is made from the committed JSON, never edited by hand."""
-    document = json.loads((ROOT / "bench/results/train_throughput_llama3_2_1b.json").read_text("utf-8"))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "train_throughput_llama3_2_1b.json",
+        "train_throughput_llama3_2_1b_b16.json",
+        "train_throughput_llama3_1_8b_ac.json",
+    ],
+)
+def test_the_docs_table_is_the_committed_json_rendered(name: str) -> None:
+    """docs/performance.md's comparisons are made from the committed JSON, never edited by hand."""
+    document = json.loads((ROOT / "bench/results" / name).read_text("utf-8"))
     assert document["complete"] is True
     assert document["comparison"] == train_report.comparison(document["results"])
     assert train_report.table(document) in (ROOT / "docs/performance.md").read_text("utf-8")

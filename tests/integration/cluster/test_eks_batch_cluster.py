@@ -58,7 +58,7 @@ def foundation(moto: MotoServer, spec: Path) -> dict[str, str]:
     profile = iam.create_instance_profile(InstanceProfileName=f"trainstack-{name}-node")["InstanceProfile"][
         "Arn"
     ]
-    image = ec2.register_image(Name=f"trainstack-ts-2026.10-{name}", RootDeviceName="/dev/xvda")["ImageId"]
+    image = ec2.register_image(Name=f"trainstack-ts-2026.12-{name}", RootDeviceName="/dev/xvda")["ImageId"]
     tags = [{"Key": k, "Value": v} for k, v in data["image"]["tags"].items()]
     ec2.create_tags(Resources=[image], Tags=tags)
     return {

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.moto, pytest.mark.cluster]
 SPEC = REPO / "inventories" / "aws" / "clusters" / "p4d.yml"
 REGION = "us-east-1"
 BUCKET = "example-training-data"  # the p4d spec's data_repository_path: the cluster's bucket
-AMI_TAGS = {"trainstack:stack": "ts-2026.10", "trainstack:role": "training"}  # the p4d spec's image.tags
+AMI_TAGS = {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}  # the p4d spec's image.tags
 
 
 @dataclass
@@ -85,7 +85,7 @@ def world() -> Iterator[World]:
     tags = [{"Key": k, "Value": v} for k, v in AMI_TAGS.items()]
     ami = ec2.create_image(
         InstanceId=instance,
-        Name="trainstack-ts-2026.10-pcluster-gpu-ubuntu2204-20261201-000000",
+        Name="trainstack-ts-2026.12-pcluster-gpu-ubuntu2204-20261201-000000",
         TagSpecifications=[{"ResourceType": "image", "Tags": tags}],
     )["ImageId"]
     server.client("s3", REGION).create_bucket(Bucket=BUCKET)
@@ -157,7 +157,7 @@ def error(proc: subprocess.CompletedProcess) -> str:
         (
             ["-e", f"cluster_spec={SPEC}", "-e", '{"pcluster_cluster_ami_owners": ["111122223333"]}'],
             outputs(),
-            'image.tags {"trainstack:stack": "ts-2026.10", "trainstack:role": "training"}: no available AMI '
+            'image.tags {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}: no available AMI '
             "of 111122223333 in us-east-1 carries these tags",
         ),
     ],

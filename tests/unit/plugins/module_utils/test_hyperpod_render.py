@@ -85,7 +85,7 @@ def test_train_hp_request_field_by_field_passes_the_model() -> None:
         },
         "Tags": [
             {"Key": "trainstack:cluster", "Value": "train-hp"},
-            {"Key": "trainstack:stack", "Value": "ts-2026.10"},
+            {"Key": "trainstack:stack", "Value": "ts-2026.12"},
         ],
     }
     assert (

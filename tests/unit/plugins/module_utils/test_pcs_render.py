@@ -100,13 +100,13 @@ def test_p4d_cluster_node_group_and_queue() -> None:
     requests = rendered("p4d")
     assert requests["cluster"] == {
         "clusterName": "train-p4d",
-        "scheduler": {"type": "SLURM", "version": "25.11"},  # ts-2026.10 builds Slurm 25.11.8
+        "scheduler": {"type": "SLURM", "version": "25.11"},  # ts-2026.12 builds Slurm 25.11.8
         "size": "SMALL",
         "networking": {
             "subnetIds": [FOUNDATION["subnet_private"]],
             "securityGroupIds": [FOUNDATION["security_group"]],
         },
-        "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.10"},
+        "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.12"},
     }
     (group,) = requests["node_groups"]
     assert group["computeNodeGroupName"] == "a100"
@@ -134,7 +134,7 @@ def test_p4d_cluster_node_group_and_queue() -> None:
             "clusterIdentifier": "train-p4d",
             "queueName": "a100",
             "computeNodeGroupConfigurations": [{"computeNodeGroupId": "a100"}],
-            "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.10"},
+            "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.12"},
         }
     ]
     assert any(line.startswith("shared_storage.fsx_lustre:") for line in requests["not_rendered"])

@@ -20,7 +20,8 @@ Variants (every ``hf_*`` and ``titan`` row is a baseline; the JSON names the fas
               set up as torchtitan's trainer does on one GPU: fp32 weights under autocast(bf16), each block
               compiled, the loss compiled, AdamW(fused=True), gradient clipping.
   titan_ac    titan with each block wrapped for full activation checkpointing before its compile, as
-              torchtitan's ``activation_checkpoint.mode = "full"`` does (the 8B shape fits one GPU only so).
+              torchtitan's ``activation_checkpoint.mode = "full"`` does (the 8B shape needs checkpointing on
+              one GPU).
   titan_sac   titan with every second block checkpointed (torchtitan's layer-wise selective mode).
   ours        testcases/pytorch/fsdp exactly as its entrypoint builds it for one process (per-block
               compile, fused linear cross-entropy, bf16 parameters over fp32 master weights updated by

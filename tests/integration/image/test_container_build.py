@@ -33,8 +33,9 @@ MANIFEST_TYPES = (
 )
 
 
-def build(registry: str, out: Path) -> subprocess.CompletedProcess:
-    """One run of the playbook, as `make container-local` runs it."""
+def build(registry_url: str, out: Path, **extra: object) -> subprocess.CompletedProcess:
+    """One run of the playbook, as `make container-local` runs it, into ``registry_url`` (the lab's, plain
+    HTTP); ``extra`` are further playbook variables (other tests pick the flavours or the manifest format)."""
     return run(
         [
             str(REPO / ".venv" / "bin" / "ansible-playbook"),
@@ -42,9 +43,7 @@ def build(registry: str, out: Path) -> subprocess.CompletedProcess:
             "-e",
             f"trainstack_stack={STACK}",
             "-e",
-            f"container_repository={REPOSITORY}",
-            "-e",
-            f"container_registry_url={registry}/{NAMESPACE}",
+            f"container_registry_url={registry_url}",
             "-e",
             "container_registry_allow_http=true",
             "-e",
@@ -53,6 +52,8 @@ def build(registry: str, out: Path) -> subprocess.CompletedProcess:
             "container_host_ca_certs=true",
             "-e",
             f"pytorch_wheelhouse={REPO / '.cache' / 'wheelhouse'}",
+            "-e",
+            json.dumps(extra),
         ],
         env=ansible_env(BUILDAH_ISOLATION="chroot"),
         timeout=3000,
@@ -94,13 +95,13 @@ def registry(lab: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
 def builds(registry: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Two runs in a row (the first may reuse layers an earlier run built: the registry is new either way)."""
     out = tmp_path_factory.mktemp("container")
-    first = build(registry, out)
+    first = build(f"{registry}/{NAMESPACE}", out, container_repository=REPOSITORY)
     records = {f: json.loads((out / f"{f}.json").read_text()) for f in ("base", "pytorch")}
     ids = {
         f: buildah("inspect", "--type", "image", "--format", "{{.FromImageID}}", r["image"])
         for f, r in records.items()
     }
-    second = build(registry, out)
+    second = build(f"{registry}/{NAMESPACE}", out, container_repository=REPOSITORY)
     return {"first": first, "second": second, "records": records, "ids": ids, "out": out}
 
 

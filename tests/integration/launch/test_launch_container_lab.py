@@ -30,15 +30,13 @@ from tests.integration.fabric.test_enroot_lab import (  # noqa: F401 - fixtures,
     registry,
     source_mirror,
 )
-from tests.support import REPO, VENV_BIN, ansible_env, lab_ssh, run
+from tests.integration.image.test_container_build import build
+from tests.support import lab_ssh
 
 from .conftest import SHARED, fsdp_on_both_nodes, launch, results_dir
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# The stack the other container tests build (tests/integration/image/test_container_build.py): a machine that
-# built its layers before reuses them.
-STACK = "ts-2026.10"
 IMAGE_PYTHON = "/opt/trainstack/venv/bin/python"
 METRIC_PREFIX = "TRAINSTACK_METRIC "
 
@@ -52,30 +50,7 @@ def pytorch_image(
     """The pytorch image pushed as Docker schema 2 to the lab registry: the reference launch_training takes
     (registry/namespace/repository:content tag)."""
     out = tmp_path_factory.mktemp("container-build")
-    run(
-        [
-            str(VENV_BIN / "ansible-playbook"),
-            "playbooks/build_container.yml",
-            "-e",
-            f"trainstack_stack={STACK}",
-            "-e",
-            '{"container_flavours": ["pytorch"]}',
-            "-e",
-            f"container_registry_url={registry}/ctr",
-            "-e",
-            "container_registry_allow_http=true",
-            "-e",
-            "container_registry_format=v2s2",
-            "-e",
-            f"container_build_dir={out}",
-            "-e",
-            "container_host_ca_certs=true",
-            "-e",
-            f"pytorch_wheelhouse={REPO / '.cache' / 'wheelhouse'}",
-        ],
-        env=ansible_env(BUILDAH_ISOLATION="chroot"),
-        timeout=3000,
-    )
+    build(f"{registry}/ctr", out, container_flavours=["pytorch"], container_registry_format="v2s2")
     record = json.loads((out / "pytorch.json").read_text())
     return f"{record['registry']['repository']}:{record['tags'][0]}"
 

@@ -58,6 +58,7 @@ sys.path.insert(0, str(FSDP_DIR))
 sys.path.insert(0, str(ROOT / "bench"))
 import catalog_peak  # noqa: E402 - bench/ is on the path only from the line above
 import train_report  # noqa: E402 - likewise
+from fsdp_llama.config import TrainConfig  # noqa: E402 - the test case's directory is on the path above
 
 RESULT_PREFIX = "BENCH_RESULT "
 # Hugging Face variants: (torch.compile of the whole model, fused AdamW, Liger kernels).
@@ -129,8 +130,6 @@ def _overrides(text: str) -> dict[str, str]:
 
 
 def _train_config(spec: dict[str, Any]) -> Any:
-    from fsdp_llama.config import TrainConfig
-
     base = TrainConfig(
         config=spec["config"],
         steps=spec["steps"] + (2 if spec.get("profile") else 0),
@@ -493,37 +492,70 @@ def _cuda_ms(fn: Any, repeats: int) -> float:
     return start.elapsed_time(end) / repeats
 
 
-def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
-    """Forward+backward time of causal SDPA at the config's shape, per backend: picks `ours`' backend."""
+def _sdpa_step(cfg: Any, spec: dict[str, Any], gqa: str) -> Any:
+    """One forward+backward of causal attention as ``ours`` runs it with ``--gqa gqa``.
+
+    ``native`` hands SDPA the ``n_kv_heads`` K and V; ``expand`` copies them to ``n_heads`` heads inside the
+    timed call, as the model does, so the two modes' times compare what a step pays.
+    """
     import torch
-    from fsdp_llama.config import MODEL_CONFIGS
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
 
+    batch, seq, heads, kv_heads = spec["batch_size"], spec["seq_len"], cfg.n_heads, cfg.n_kv_heads
+    options = {"device": "cuda", "dtype": torch.bfloat16, "requires_grad": True}
+    q = torch.randn((batch, heads, seq, cfg.head_dim), **options)
+    k, v = (torch.randn((batch, kv_heads, seq, cfg.head_dim), **options) for _ in range(2))
+    grad = torch.randn_like(q)
+    repeat = heads // kv_heads
+
+    def expanded(t: Any) -> Any:
+        return t[:, :, None].expand(batch, kv_heads, repeat, seq, cfg.head_dim).reshape(q.shape)
+
+    def step() -> None:
+        if gqa == "expand" and repeat > 1:
+            scaled_dot_product_attention(q, expanded(k), expanded(v), is_causal=True).backward(grad)
+        else:
+            scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=repeat > 1).backward(grad)
+
+    return step
+
+
+def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Forward+backward time of causal SDPA at the config's shape, per backend and GQA mode.
+
+    The backend picked for ``ours`` is the fastest for the GQA mode it runs (``spec["gqa"]``); the other
+    mode's times are kept beside it.
+    """
+    from fsdp_llama.config import GQA_MODES, MODEL_CONFIGS
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     cfg = MODEL_CONFIGS[spec["config"]]
-    shape = (spec["batch_size"], cfg.n_heads, spec["seq_len"], cfg.head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-    timings: dict[str, float | str] = {}
-    for label, backend in (
-        ("flash", SDPBackend.FLASH_ATTENTION),
-        ("cudnn", SDPBackend.CUDNN_ATTENTION),
-        ("efficient", SDPBackend.EFFICIENT_ATTENTION),
-    ):
-        try:
-            with sdpa_kernel([backend]):
-                timings[label] = _cuda_ms(
-                    lambda: scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad), 10
-                )
-        except RuntimeError as err:
-            timings[label] = f"unavailable: {str(err).splitlines()[0][:160]}"
-    numeric = {key: value for key, value in timings.items() if isinstance(value, float)}
-    causal_flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3] / 2 * 3.5
+    timings: dict[str, dict[str, float | str]] = {}
+    for mode in GQA_MODES:
+        step = _sdpa_step(cfg, spec, mode)
+        timings[mode] = {}
+        for label, backend in (
+            ("flash", SDPBackend.FLASH_ATTENTION),
+            ("cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+        ):
+            try:
+                with sdpa_kernel([backend]):
+                    timings[mode][label] = _cuda_ms(step, 10)
+            except RuntimeError as err:
+                timings[mode][label] = f"unavailable: {str(err).splitlines()[0][:160]}"
+    numeric = {key: value for key, value in timings[spec["gqa"]].items() if isinstance(value, float)}
+    causal_flops = 4 * spec["batch_size"] * cfg.n_heads * spec["seq_len"] ** 2 * cfg.head_dim / 2 * 3.5
     return {
+        "gqa": spec["gqa"],
         "fwd_bwd_ms": timings,
         "best": min(numeric, key=numeric.get) if numeric else "auto",
-        "note": "fwd+bwd of causal attention; TFLOP/s uses causal FLOPs with bwd = 2.5x fwd",
-        "tflops": {key: causal_flops / (ms / 1e3) / 1e12 for key, ms in numeric.items()},
+        "note": "fwd+bwd of causal attention (expand: with the K/V copies); TFLOP/s uses causal FLOPs with "
+        "bwd = 2.5x fwd",
+        "tflops": {
+            mode: {key: causal_flops / (ms / 1e3) / 1e12 for key, ms in row.items() if isinstance(ms, float)}
+            for mode, row in timings.items()
+        },
     }
 
 
@@ -666,6 +698,9 @@ def parent_main(args: argparse.Namespace) -> int:
         "peak_tflops": peak,
     }
     shared = _overrides(args.ours_override)
+    # The probe times the GQA mode ours runs; auto resolves to native unless the backend is efficient.
+    chosen = TrainConfig(gqa=shared.get("gqa", "auto"), attn_backend=shared.get("attn_backend", "auto"))
+    base["gqa"] = chosen.gqa_mode
     probe: dict[str, Any] = {"ok": False, "error": "not run: cpu, or --ours-override names attn_backend"}
     if args.device == "cuda" and "attn_backend" not in shared:
         probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)

@@ -22,6 +22,26 @@ def test_forward_shapes_and_scalar_loss():
     assert torch.isfinite(loss)
 
 
+def test_native_grouped_query_attention_equals_expanded_kv_heads_in_fp64():
+    """``--gqa native`` must compute what the K/V copies computed, forward and backward."""
+    cfg = MODEL_CONFIGS["small"]
+    assert cfg.n_kv_heads < cfg.n_heads
+    model = Transformer(cfg, rope_len=64).double()
+    model.init_weights(0)
+    tokens = torch.randint(0, cfg.vocab_size, (2, 48))
+    runs = []
+    for expand in (False, True):
+        for block in model.layers.values():
+            block.attention.expand_kv = expand
+        model.zero_grad()
+        loss = model(tokens, tokens)
+        loss.backward()
+        runs.append((loss.detach(), model.layers["0"].attention.wqkv.weight.grad.clone()))
+    (native_loss, native_grad), (expanded_loss, expanded_grad) = runs
+    torch.testing.assert_close(native_loss, expanded_loss, rtol=1e-12, atol=0)
+    torch.testing.assert_close(native_grad, expanded_grad, rtol=1e-10, atol=1e-14)
+
+
 @pytest.mark.parametrize(
     ("name", "params"),
     [("llama3_2_1b", 1_235_814_400), ("llama3_1_8b", 8_030_261_248), ("llama3_70b", 70_553_706_496)],
@@ -82,6 +102,8 @@ def test_bf16_fused_cross_entropy_stays_within_bf16_error():
         (["--compile", "maybe"], "--compile"),
         (["--compile-tuning", "max"], "--compile-tuning"),
         (["--loss-kernel", "fastest"], "--loss-kernel"),
+        (["--gqa", "repeat"], "--gqa"),
+        (["--gqa", "native", "--attn-backend", "efficient"], "--gqa expand"),
         (["--no-such-option", "1"], "--no-such-option"),
         (["--peak-tflops", "0"], "--peak-tflops must be a finite number > 0"),
         (["--peak-tflops", "-989"], "--peak-tflops must be a finite number > 0"),
@@ -97,6 +119,19 @@ def test_bad_arguments_fail_naming_the_option(argv, needle, capsys, monkeypatch)
         parse_args(argv)
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode"),
+    [
+        ([], "native"),
+        (["--attn-backend", "efficient"], "expand"),
+        (["--gqa", "expand"], "expand"),
+        (["--gqa", "native", "--attn-backend", "cudnn"], "native"),
+    ],
+)
+def test_gqa_auto_is_native_except_with_the_efficient_kernel(argv, mode):
+    assert parse_args(argv).gqa_mode == mode
 
 
 def test_arguments_parse_in_the_launchers_form():

@@ -102,6 +102,11 @@ MODEL_CONFIGS: dict[str, ModelConfig] = {
 
 AC_MODES = ("none", "selective", "full")
 ATTN_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
+# Grouped-query attention: native hands SDPA the n_kv_heads K and V (enable_gqa); expand copies them to
+# n_heads heads first, for SDPA backends that take only equal head counts. auto: native, except with the
+# memory-efficient backend, whose CUDA kernel in torch 2.11 refuses fewer K/V heads than query heads.
+GQA_MODES = ("native", "expand")
+GQA_CHOICES = ("auto", *GQA_MODES)
 # coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile);
 # max-autotune: also times Triton GEMM templates, with their fused epilogues, against cuBLAS (much longer).
 COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
@@ -359,6 +364,7 @@ class TrainConfig(LlamaRunConfig):
     compile_tuning: str = "default"
     ac: str = "none"
     attn_backend: str = "auto"
+    gqa: str = "auto"
     loss_chunk_tokens: int = 4096
     loss_kernel: str = "auto"
 
@@ -373,6 +379,12 @@ class TrainConfig(LlamaRunConfig):
             self.one_of("loss_kernel", LOSS_KERNEL_CHOICES),
             self.one_of("ac", AC_MODES),
             (self.attn_backend in ATTN_BACKENDS, f"--attn-backend must be one of {ATTN_BACKENDS}"),
+            self.one_of("gqa", GQA_CHOICES),
+            (
+                not (self.gqa == "native" and self.attn_backend == "efficient"),
+                "--gqa native needs an SDPA kernel that takes fewer K/V heads than query heads; "
+                "--attn-backend efficient does not: use --gqa expand (or auto)",
+            ),
             (self.device in DEVICES, f"--device must be auto, cpu or cuda: {self.device!r}"),
             (
                 self.mixed_precision in ("auto", "bf16", "fp32"),
@@ -401,6 +413,13 @@ class TrainConfig(LlamaRunConfig):
             self.one_of("compile_tuning", COMPILE_TUNINGS),
             (self.fsdp in ("auto", *BOOLEAN), "--fsdp must be auto, true or false"),
         ]
+
+    @property
+    def gqa_mode(self) -> str:
+        """The grouped-query attention ``--gqa auto`` resolves to (see ``GQA_CHOICES``)."""
+        if self.gqa != "auto":
+            return self.gqa
+        return "expand" if self.attn_backend == "efficient" else "native"
 
     def validate(self, world_size: int = 1, environ: Mapping[str, str] | None = None) -> None:
         """The rules, then the shape's own (heads against width), each with the offending value named."""

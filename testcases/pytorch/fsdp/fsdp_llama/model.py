@@ -99,9 +99,16 @@ class Attention(nn.Module):
         )
         self.wqkv = nn.Linear(cfg.dim, sum(self.qkv_sizes), bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+        # Set by fsdp_llama.loop from ``--gqa`` before compiling (Dynamo specialises on it).
+        self.expand_kv = False
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
-        """Project, rotate, attend; KV heads are expanded so every SDPA backend (flash, cuDNN) applies."""
+        """Project, rotate, attend; K and V keep their ``n_kv_heads`` heads unless ``expand_kv`` is set.
+
+        Native grouped-query attention (``enable_gqa``) lets the kernel read each KV head for its group of
+        query heads: no copy of K and V to ``n_heads`` heads forward and no sum of the copies' gradients
+        backward. ``expand_kv`` keeps the copies for SDPA backends that cannot take fewer KV heads.
+        """
         bsz, seq, _ = x.shape
         q, k, v = torch.split(self.wqkv(x), self.qkv_sizes, dim=-1)
         q = q.view(bsz, seq, self.n_heads, self.head_dim).transpose(1, 2)
@@ -111,12 +118,13 @@ class Attention(nn.Module):
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         repeat = self.n_heads // self.n_kv_heads
-        if repeat > 1:
+        if repeat > 1 and self.expand_kv:
             k = k[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
             k = k.reshape(bsz, self.n_heads, seq, self.head_dim)
             v = v[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
             v = v.reshape(bsz, self.n_heads, seq, self.head_dim)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        grouped = k.shape[1] != self.n_heads
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
 

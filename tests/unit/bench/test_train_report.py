@@ -72,6 +72,7 @@ def test_table_lists_every_row_and_names_the_strongest() -> None:
     [
         "train_throughput_llama3_2_1b.json",
         "train_throughput_llama3_2_1b_b16.json",
+        "train_throughput_llama3_2_1b_b16_gqa.json",
         "train_throughput_llama3_1_8b_ac.json",
     ],
 )

@@ -499,6 +499,7 @@ def _sdpa_step(cfg: Any, spec: dict[str, Any], gqa: str) -> Any:
     timed call, as the model does, so the two modes' times compare what a step pays.
     """
     import torch
+    from fsdp_llama.model import repeat_kv
     from torch.nn.functional import scaled_dot_product_attention
 
     batch, seq, heads, kv_heads = spec["batch_size"], spec["seq_len"], cfg.n_heads, cfg.n_kv_heads
@@ -508,12 +509,11 @@ def _sdpa_step(cfg: Any, spec: dict[str, Any], gqa: str) -> Any:
     grad = torch.randn_like(q)
     repeat = heads // kv_heads
 
-    def expanded(t: Any) -> Any:
-        return t[:, :, None].expand(batch, kv_heads, repeat, seq, cfg.head_dim).reshape(q.shape)
-
     def step() -> None:
         if gqa == "expand" and repeat > 1:
-            scaled_dot_product_attention(q, expanded(k), expanded(v), is_causal=True).backward(grad)
+            scaled_dot_product_attention(
+                q, repeat_kv(k, repeat), repeat_kv(v, repeat), is_causal=True
+            ).backward(grad)
         else:
             scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=repeat > 1).backward(grad)
 

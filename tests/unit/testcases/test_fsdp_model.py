@@ -31,8 +31,7 @@ def test_native_grouped_query_attention_equals_expanded_kv_heads_in_fp64():
     tokens = torch.randint(0, cfg.vocab_size, (2, 48))
     runs = []
     for expand in (False, True):
-        for block in model.layers.values():
-            block.attention.expand_kv = expand
+        model.set_expand_kv(expand)
         model.zero_grad()
         loss = model(tokens, tokens)
         loss.backward()

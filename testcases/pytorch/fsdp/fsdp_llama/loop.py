@@ -95,8 +95,7 @@ def build_model(cfg: TrainConfig, info: DistInfo) -> Transformer:
     model.loss_chunk_tokens = cfg.loss_chunk_tokens
     model.fp8_linears = convert_to_fp8(model, cfg.fp8_recipe) if cfg.precision == "fp8" else 0
     model.fp8_head = cfg.precision == "fp8" and cfg.fp8_head == "true"
-    for block in model.layers.values():
-        block.attention.expand_kv = cfg.gqa_mode == "expand"
+    model.set_expand_kv(cfg.gqa_mode == "expand")
     apply_activation_checkpointing(model, cfg.ac)
     if _use_compile(cfg, info):
         configure_compiler(cfg.compile_tuning)

@@ -59,6 +59,20 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + _rotate_half(x) * sin
 
 
+def repeat_kv(x: torch.Tensor, repeat: int) -> torch.Tensor:
+    """``[batch, kv_heads, seq, head_dim]`` to ``kv_heads * repeat`` heads, each K/V head for its group.
+
+    Query head ``h`` reads K/V head ``h // repeat``: the order SDPA's ``enable_gqa`` and Hugging Face's
+    ``repeat_kv`` use. The result is a copy (the reshape of an expanded view).
+    """
+    bsz, kv_heads, seq, head_dim = x.shape
+    return (
+        x[:, :, None]
+        .expand(bsz, kv_heads, repeat, seq, head_dim)
+        .reshape(bsz, kv_heads * repeat, seq, head_dim)
+    )
+
+
 class RMSNorm(nn.Module):
     """Root-mean-square norm computed in fp32 and cast back, as Llama's reference does."""
 
@@ -99,7 +113,7 @@ class Attention(nn.Module):
         )
         self.wqkv = nn.Linear(cfg.dim, sum(self.qkv_sizes), bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
-        # Set by fsdp_llama.loop from ``--gqa`` before compiling (Dynamo specialises on it).
+        # Set through Transformer.set_expand_kv from ``--gqa`` before compiling (Dynamo specialises on it).
         self.expand_kv = False
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
@@ -119,10 +133,7 @@ class Attention(nn.Module):
         k = apply_rope(k, cos, sin)
         repeat = self.n_heads // self.n_kv_heads
         if repeat > 1 and self.expand_kv:
-            k = k[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
-            k = k.reshape(bsz, self.n_heads, seq, self.head_dim)
-            v = v[:, :, None].expand(bsz, self.n_kv_heads, repeat, seq, self.head_dim)
-            v = v.reshape(bsz, self.n_heads, seq, self.head_dim)
+            k, v = repeat_kv(k, repeat), repeat_kv(v, repeat)
         grouped = k.shape[1] != self.n_heads
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
@@ -205,6 +216,11 @@ class Transformer(nn.Module):
                 nn.init.normal_(self.output.weight, std=std)
         self.init_rope()
         torch.random.set_rng_state(gen_state)
+
+    def set_expand_kv(self, expand: bool) -> None:
+        """Every block's attention copies K/V to the query heads' count (``--gqa expand``) or not."""
+        for block in self.layers.values():
+            block.attention.expand_kv = expand
 
     def tie_weights(self) -> None:
         """Share the embedding with the output projection again when the shape ties them.

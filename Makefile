@@ -19,11 +19,10 @@ PYTEST_ARGS ?=
 # Lint steps run by make test; each area adds to it in its mk/*.mk.
 LINT_TARGETS := sanity lint-packer
 # The molecule scenarios are listed once, in molecule/scenarios.yml: $(call scenarios,--suite test) names those of
-# make test, in order; --suite slow those of make test-slow; add --component <area> for one area's. Expanded
-# when a recipe runs, after `setup` has made the virtualenv that reads the file.
+# make test, in order; --suite slow those of make test-slow (in shards: tests/slow_shards.yml); add --component
+# <area> for one area's. Expanded when a recipe runs, after `setup` has made the virtualenv that reads the file.
 scenarios = $(shell $(PY) $(CURDIR)/scripts/molecule_scenarios.py $(1))
 MOLECULE_SCENARIOS = $(call scenarios,--suite test)
-SLOW_MOLECULE_SCENARIOS = $(call scenarios,--suite slow)
 # $(call molecule_each,<scenarios>): molecule test of each in turn, stopping at the first that fails.
 molecule_each = for s in $(1); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s "$$s" || exit 1; done
 # Unit tests that share a process with Ansible (the test cases' torch.compile cannot; make unit runs them apart).
@@ -134,12 +133,43 @@ TEST_STAGES := setup wheelhouse molecule+lint integration-host+integration-own-n
 test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints each stage's time
 	@TRAINSTACK_TEST_IMAGE=$(TEST_IMAGE_OUT) MAKE="$(MAKE)" scripts/run-stages.sh $(TEST_STAGES)
 
-test-slow: setup wheelhouse-slow molecule-slow ## slow suites kept out of make test
-	$(BIN)/pytest tests -m slow $(PYTEST_ARGS)
+# The slow suite is cut into shards of similar length, listed once in tests/slow_shards.yml (every slow
+# scenario and every test marked `slow` in exactly one; a unit test checks). `make test-slow SHARD=k` runs shard
+# k, `make test-slow` every shard in turn (each is reported; the run fails if any failed). CI runs one shard per
+# change in rotation (`scripts/slow_shards.py rotation`). A shard's stages: the lab (its scenarios' bridge,
+# proxy and base image; its tests' nodes), then its molecule scenarios beside its pytest selections, in two
+# processes (the test cases' torch.compile cannot share one with Ansible).
+SHARD ?=
+slow_shard = $(shell $(PY) $(CURDIR)/scripts/slow_shards.py $(1) $(SHARD))
+SLOW_SHARD_STAGES := slow-lab slow-integration+slow-molecule+slow-testcases
+test-slow: setup wheelhouse-slow ## slow suites in shards (tests/slow_shards.yml): SHARD=k runs one, else all
+	@shards="$(if $(SHARD),$(SHARD),$$($(PY) scripts/slow_shards.py indexes))"; failed=""; \
+	for k in $$shards; do \
+	  $(PY) scripts/slow_shards.py molecule "$$k" > /dev/null || exit 2; \
+	  echo "== slow shard $$k: molecule $$($(PY) scripts/slow_shards.py molecule "$$k")"; \
+	  SHARD="$$k" STAGE_LOGS=.cache/stage-logs/slow-$$k MAKE="$(MAKE)" scripts/run-stages.sh $(SLOW_SHARD_STAGES) \
+	    || failed="$$failed $$k"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== slow shards that failed:$$failed"; exit 1; fi
 
-.PHONY: molecule-slow
-molecule-slow: setup ## slow molecule scenarios (molecule/scenarios.yml, suite slow), one after another
-	@$(call molecule_each,$(SLOW_MOLECULE_SCENARIOS))
+.PHONY: slow-lab slow-molecule slow-integration slow-testcases
+slow-lab: setup ## the lab for a slow shard (scenarios and lab tests start from it)
+	@mkdir -p .cache; $(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) -e lab_recreate_failed=true > .cache/lab-up.log \
+	  || { tail -n 40 .cache/lab-up.log; exit 1; }
+
+slow-molecule: setup ## the slow molecule scenarios of shard SHARD, side by side
+	@scenarios="$(call slow_shard,molecule)"; \
+	if [ -z "$$scenarios" ]; then echo "shard $(SHARD): no molecule scenarios"; else scripts/run-molecule.sh $$scenarios; fi
+
+slow-integration: setup ## the slow tests of shard SHARD that run with Ansible (one process, in order)
+	@selection="$(call slow_shard,integration)"; \
+	if [ -z "$$selection" ]; then echo "shard $(SHARD): no integration tests"; \
+	else $(BIN)/pytest $$selection -m slow --durations=25 $(PYTEST_ARGS); fi
+
+slow-testcases: setup ## the slow test case tests of shard SHARD (a process of their own: torch.compile)
+	@selection="$(call slow_shard,testcases)"; \
+	if [ -z "$$selection" ]; then echo "shard $(SHARD): no test case tests"; \
+	else $(BIN)/pytest $$selection -m slow --durations=25 $(PYTEST_ARGS); fi
 
 # ---------------------------------------------------------------- containers
 # OCI images of the stack with buildah (docs/containers.md): CONTAINER_FLAVOURS="base pytorch" (parents are built

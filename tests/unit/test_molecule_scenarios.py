@@ -108,9 +108,3 @@ def test_make_molecule_runs_the_suite_test_in_the_lists_order() -> None:
     expected = " ".join(SCRIPT.names(SCENARIOS, "test"))
     assert expected.split() == [n for n, e in SCENARIOS.items() if e["suite"] == "test"]
     assert f"scripts/run-molecule.sh {expected}\n" in _make_dry_run("molecule")
-
-
-def test_make_test_slow_runs_the_suite_slow() -> None:
-    slow = SCRIPT.names(SCENARIOS, "slow")
-    assert slow, "the list has slow scenarios (make test-slow runs them)"
-    assert f"for s in {' '.join(slow)}; do" in _make_dry_run("test-slow")

@@ -142,10 +142,11 @@ test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints e
 SHARD ?=
 slow_shard = $(shell $(PY) $(CURDIR)/scripts/slow_shards.py $(1) $(SHARD))
 SLOW_SHARD_STAGES := slow-lab slow-integration+slow-molecule+slow-testcases
-test-slow: setup wheelhouse-slow ## slow suites in shards (tests/slow_shards.yml): SHARD=k runs one, else all
+test-slow: setup ## slow suites in shards (tests/slow_shards.yml): SHARD=k runs one, else all
 	@shards="$(if $(SHARD),$(SHARD),$$($(PY) scripts/slow_shards.py indexes))"; failed=""; \
+	for k in $$shards; do $(PY) scripts/slow_shards.py molecule "$$k" > /dev/null || exit 2; done; \
+	$(MAKE) --no-print-directory wheelhouse-slow || exit 1; \
 	for k in $$shards; do \
-	  $(PY) scripts/slow_shards.py molecule "$$k" > /dev/null || exit 2; \
 	  echo "== slow shard $$k: molecule $$($(PY) scripts/slow_shards.py molecule "$$k")"; \
 	  SHARD="$$k" STAGE_LOGS=.cache/stage-logs/slow-$$k MAKE="$(MAKE)" scripts/run-stages.sh $(SLOW_SHARD_STAGES) \
 	    || failed="$$failed $$k"; \

@@ -231,10 +231,16 @@ def test_the_same_seed_gives_the_same_curve_and_the_resume_continues_it(resumed)
 def test_every_other_stage_trains_the_same_numbers_on_two_cpu_processes(
     deepspeed_python, resumed, tmp_path, stage
 ):
-    """In fp32 on gloo, partitioning changes where the numbers live, not what they are: stage 3's curve."""
+    """In fp32 on gloo, partitioning changes where the numbers live, not what they are: stage 3's curve.
+
+    Not to the last bit: stage 3 reduce-scatters gradients in buckets where the lower stages all-reduce them
+    whole, so the same fp32 sums are added in another order and a loss may differ in its last place or two
+    (4.8e-7 of 5.69 after two steps on one host). A relative tolerance of 1e-6 holds that and nothing more: a
+    stage that trained differently (another learning rate, a lost gradient) moves the loss by far more.
+    """
     summary, lines = finished(
         torchrun(deepspeed_python, tmp_path / "s.json", "--steps", "4", "--zero-stage", str(stage)),
         tmp_path / "s.json",
     )
     assert summary["zero_stage"] == stage and len(lines) == 4
-    assert summary["losses"] == resumed["whole"][0]["losses"][:4]
+    assert summary["losses"] == pytest.approx(resumed["whole"][0]["losses"][:4], rel=1e-6, abs=0)

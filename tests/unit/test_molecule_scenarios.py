@@ -8,6 +8,7 @@ README table drifts. Each of those fails here instead.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 from types import ModuleType
 
@@ -108,3 +109,11 @@ def test_make_molecule_runs_the_suite_test_in_the_lists_order() -> None:
     expected = " ".join(SCRIPT.names(SCENARIOS, "test"))
     assert expected.split() == [n for n, e in SCENARIOS.items() if e["suite"] == "test"]
     assert f"scripts/run-molecule.sh {expected}\n" in _make_dry_run("molecule")
+
+
+def test_every_role_has_a_scenario_that_names_it() -> None:
+    """`molecule test -s <role>` is how users prove a role: a role no scenario converges is proven by none."""
+    roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
+    text = " ".join(str(entry["roles"]) for entry in SCENARIOS.values())
+    named = {role for role in roles if re.search(rf"\b{role}\b", text)}
+    assert sorted(roles - named - set(SCENARIOS)) == []

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 SCENARIO = Path(__file__).resolve().parents[1]
-MIRROR = yaml.safe_load((SCENARIO / "mirror.yml").read_text())
+MIRROR = yaml.safe_load((SCENARIO / "vars" / "mirror.yml").read_text())
 FILES = {f["name"]: f for f in MIRROR["artifact_scenario_files"]}
 CACHE = "/var/cache/trainstack/artifacts"
 ACCESS_LOG = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "mirror-access.log"

@@ -60,7 +60,7 @@ def ecs_init(version: str) -> StandinPackage:
 
 def newer(version: str) -> str:
     """The next minor release: what an unpinned install would take instead."""
-    major, minor, _ = version.split(".")
+    major, minor = version.split(".")[:2]
     return f"{major}.{int(minor) + 1}.0"
 
 

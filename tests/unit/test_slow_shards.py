@@ -202,6 +202,7 @@ def test_make_refuses_a_shard_that_does_not_exist() -> None:
         env=ansible_env(),
         capture_output=True,
         text=True,
+        check=False,
     )
     assert proc.returncode != 0
     assert f"SHARD must be a whole number from 0 to {len(SHARDS) - 1}" in proc.stderr + proc.stdout

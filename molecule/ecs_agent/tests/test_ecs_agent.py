@@ -6,13 +6,15 @@ that drifted (GPU support switched off, the package upgraded) and against a clus
 Runs the role's entry points from here with the scenario's inventory, as a boot (configure/verify) or an image
 rebuild (install) would on the same node."""
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.molecule_runs import changed as count_changed
+from tests.molecule_runs import run_entry_point
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -36,34 +38,11 @@ def settings(host) -> list[str]:
 
 
 def entry_point(name: str, *extra: str) -> subprocess.CompletedProcess:
-    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    return subprocess.run(
-        [
-            "ansible-playbook",
-            *("-i", str(inventory)),
-            str(SCENARIO / "entry_point.yml"),
-            *("-e", f"ecs_agent_entry_point={name}"),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        # Failures may be shown on stderr (ANSIBLE_DISPLAY_FAILED_STDERR): one stream, in order.
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        check=False,
-        # One line per result, uncoloured: the messages are matched whole.
-        env={
-            **os.environ,
-            "ANSIBLE_STDOUT_CALLBACK": "default",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-        },
-    )
+    return run_entry_point(SCENARIO / "entry_point.yml", "ecs_agent_entry_point", name, *extra)
 
 
 def changed(run: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"^ts-m-ecs-agent\s.*\bchanged=(\d+)", run.stdout, re.M).group(1))
+    return count_changed(run, "ts-m-ecs-agent")
 
 
 def test_pinned_package_though_a_newer_is_offered(host):

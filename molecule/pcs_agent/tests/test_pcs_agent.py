@@ -7,13 +7,14 @@ rebuild (install) would on the same node."""
 
 import hashlib
 import json
-import os
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.molecule_runs import changed as count_changed
+from tests.molecule_runs import run_entry_point
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -41,33 +42,11 @@ def downloads(mirror: Path) -> list[str]:
 
 
 def entry_point(name: str) -> subprocess.CompletedProcess:
-    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    return subprocess.run(
-        [
-            "ansible-playbook",
-            *("-i", str(inventory)),
-            str(SCENARIO / "entry_point.yml"),
-            *("-e", f"pcs_agent_entry_point={name}"),
-        ],
-        stdout=subprocess.PIPE,
-        # Failures may be shown on stderr (ANSIBLE_DISPLAY_FAILED_STDERR): one stream, in order.
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        check=False,
-        # One line per result, uncoloured: the messages are matched whole.
-        env={
-            **os.environ,
-            "ANSIBLE_STDOUT_CALLBACK": "default",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-        },
-    )
+    return run_entry_point(SCENARIO / "entry_point.yml", "pcs_agent_entry_point", name)
 
 
 def changed(run: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"^ts-m-pcs-agent\s.*\bchanged=(\d+)", run.stdout, re.M).group(1))
+    return count_changed(run, "ts-m-pcs-agent")
 
 
 def test_record_names_the_pinned_version(host):

@@ -138,14 +138,15 @@ test: ## everything CI runs: set-up, lint, unit, molecule, integration; prints e
 # k, `make test-slow` every shard in turn (each is reported; the run fails if any failed). CI runs one shard per
 # change in rotation (`scripts/slow_shards.py rotation`). A shard's stages: the lab (its scenarios' bridge,
 # proxy and base image; its tests' nodes), then its molecule scenarios beside its pytest selections, in two
-# processes (the test cases' torch.compile cannot share one with Ansible).
+# processes (the test cases' torch.compile cannot share one with Ansible). Both wheelhouses come first: the slow
+# test cases install from the slow one, the training_job and artifact scenarios from make test's.
 SHARD ?=
 slow_shard = $(shell $(PY) $(CURDIR)/scripts/slow_shards.py $(1) $(SHARD))
 SLOW_SHARD_STAGES := slow-lab slow-integration+slow-molecule+slow-testcases
 test-slow: setup ## slow suites in shards (tests/slow_shards.yml): SHARD=k runs one, else all
 	@shards="$(if $(SHARD),$(SHARD),$$($(PY) scripts/slow_shards.py indexes))"; failed=""; \
 	for k in $$shards; do $(PY) scripts/slow_shards.py molecule "$$k" > /dev/null || exit 2; done; \
-	$(MAKE) --no-print-directory wheelhouse-slow || exit 1; \
+	$(MAKE) --no-print-directory wheelhouse wheelhouse-slow || exit 1; \
 	for k in $$shards; do \
 	  echo "== slow shard $$k: molecule $$($(PY) scripts/slow_shards.py molecule "$$k")"; \
 	  SHARD="$$k" STAGE_LOGS=.cache/stage-logs/slow-$$k MAKE="$(MAKE)" scripts/run-stages.sh $(SLOW_SHARD_STAGES) \

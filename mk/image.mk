@@ -34,7 +34,7 @@ image-local: setup wheelhouse ## build the local Debian 12 image (LXC); its mani
 	@echo "image-local: $(LOCAL_IMAGE)"
 
 image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu|pcs-gpu|batch-gpu)
-	$(PACKER) build -only '$(IMAGE_FLAVOUR).*' $(PACKER_VARS) packer
+	$(PACKER) build -only 'ami.*' -var flavour=$(IMAGE_FLAVOUR) $(PACKER_VARS) packer
 
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
 	$(PY) bench/image_build/bench_image_build.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK)

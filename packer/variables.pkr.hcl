@@ -33,6 +33,17 @@ variable "artifact_mirror_url" {
 
 # ---------------------------------------------------------------- AWS
 
+variable "flavour" {
+  type        = string
+  default     = "slurm-gpu"
+  description = "Flavour the AMIs of the ami build are provisioned as; its base AMIs are local.amazon_flavour_bases[flavour] (builds.amazon.pkr.hcl)."
+
+  validation {
+    condition     = contains(["base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu", "pcs-gpu", "batch-gpu"], var.flavour)
+    error_message = "The flavour must be one of base-gpu, slurm-gpu, pcluster-gpu, eks-gpu, pcs-gpu, batch-gpu."
+  }
+}
+
 variable "aws_region" {
   type    = string
   default = "us-east-1"

@@ -19,11 +19,14 @@ from .conftest import CURRENT_STACK, closed_port, packer
 pytestmark = pytest.mark.moto
 
 
-def build(moto_url, only, *extra):
+def build(moto_url, flavour, only, *extra):
+    """`packer build` of the ami build's images matching `only` (-only globs), as `flavour`."""
     return packer(
         "build",
         "-color=false",
         f"-only={only}",
+        "-var",
+        f"flavour={flavour}",
         "-var",
         f"custom_endpoint_ec2={moto_url}",
         "-var",
@@ -42,7 +45,7 @@ def build(moto_url, only, *extra):
 
 
 def test_build_reaches_ssh_wait_then_cleans_up(moto_ec2, aws_env, tmp_path):
-    proc = build(moto_ec2, "slurm-gpu.amazon-ebs.ubuntu2204-x86_64", "-var", f"output_dir={tmp_path}")
+    proc = build(moto_ec2, "slurm-gpu", "ami.amazon-ebs.ubuntu2204-x86_64", "-var", f"output_dir={tmp_path}")
     out = proc.stdout
     assert proc.returncode != 0
     steps = [
@@ -72,7 +75,8 @@ def test_run_instances_gets_our_volume_instance_type_and_tags(moto_ec2, aws_env,
     """-on-error=abort keeps the instance, so moto shows what Packer asked for."""
     proc = build(
         moto_ec2,
-        "base-gpu.amazon-ebs.al2023-arm64",
+        "base-gpu",
+        "ami.amazon-ebs.al2023-arm64",
         "-on-error=abort",
         "-var",
         "root_volume_gb=37",
@@ -99,11 +103,12 @@ def test_run_instances_gets_our_volume_instance_type_and_tags(moto_ec2, aws_env,
 
 
 def test_eks_gpu_flavour_finds_its_eks_base_images_and_only_it_starts(moto_ec2, aws_env, tmp_path):
-    """`-only 'eks-gpu.*'` starts the two EKS sources only; each finds its stand-in EKS-optimized accelerated
-    AL2023 AMI (by Amazon EKS's owner and the name of the stack's Kubernetes release) and waits for SSH."""
-    proc = build(moto_ec2, "eks-gpu.*", "-var", f"output_dir={tmp_path}")
+    """`-only 'ami.*' -var flavour=eks-gpu` (make image-ami IMAGE_FLAVOUR=eks-gpu) starts the two EKS sources
+    only; each finds its stand-in EKS-optimized accelerated AL2023 AMI (by Amazon EKS's owner and the name of
+    the stack's Kubernetes release) and waits for SSH."""
+    proc = build(moto_ec2, "eks-gpu", "ami.*", "-var", f"output_dir={tmp_path}")
     started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
-    assert started == {"eks-gpu.amazon-ebs.eks-al2023-x86_64", "eks-gpu.amazon-ebs.eks-al2023-arm64"}
+    assert started == {"ami.amazon-ebs.eks-al2023-x86_64", "ami.amazon-ebs.eks-al2023-arm64"}
     assert "No AMI was found matching filters" not in proc.stdout, proc.stdout[-3000:]
     assert "Found Image ID: ami-0standineksx8601" in proc.stdout
     assert "Found Image ID: ami-0standineksa6401" in proc.stdout
@@ -120,13 +125,16 @@ def test_eks_gpu_flavour_finds_its_eks_base_images_and_only_it_starts(moto_ec2, 
 def test_pcs_and_batch_flavours_find_their_base_images_and_reach_the_ssh_wait(moto_ec2, aws_env, tmp_path):
     """The pcs-gpu flavour starts from stock Ubuntu (and AL2023), batch-gpu from AL2023 only (Batch's
     ECS_AL2023_NVIDIA): one source of each finds its stand-in base AMI, launches and waits for SSH."""
-    only = "pcs-gpu.amazon-ebs.ubuntu2204-x86_64,batch-gpu.amazon-ebs.al2023-arm64"
-    proc = build(moto_ec2, only, "-var", f"output_dir={tmp_path}")
-    started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
-    assert started == set(only.split(",")), proc.stdout[-3000:]
-    assert "Found Image ID: ami-0standin2204x8601" in proc.stdout
-    assert "Found Image ID: ami-0standinal2023a01" in proc.stdout
-    assert proc.stdout.count("Waiting for SSH to become available") == 2
+    for flavour, source, ami in [
+        ("pcs-gpu", "ubuntu2204-x86_64", "ami-0standin2204x8601"),
+        ("batch-gpu", "al2023-arm64", "ami-0standinal2023a01"),
+    ]:
+        only = f"ami.amazon-ebs.{source}"
+        proc = build(moto_ec2, flavour, only, "-var", f"output_dir={tmp_path / flavour}")
+        started = set(re.findall(r"^(?:==>|-->) ([\w.-]+\.amazon-ebs\.[\w.-]+):", proc.stdout, flags=re.M))
+        assert started == {only}, proc.stdout[-3000:]
+        assert f"Found Image ID: {ami}" in proc.stdout
+        assert proc.stdout.count("Waiting for SSH to become available") == 1
     ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
     images = {
         instance["ImageId"]

@@ -1,21 +1,18 @@
-"""The effective settings of every amazon-ebs build, as Packer itself evaluates them.
+"""What the amazon-ebs builds build, per flavour, as Packer itself evaluates it.
 
 The templates build each AMI from an OS-family source plus a `dynamic "source"` block that fills in the
-image's name, tags, instance type and AMI filter from `locals`. Reading the text alone cannot tell what a
-build ends up with, so this module merges, for each build, its source's settings with the build's own
-(statically with python-hcl2, as Packer does: a build may only add), substitutes the dynamic block's iterator
-by the entry it stands for, and asks `packer console` to evaluate every resulting expression with the given
-variables. The answer is comparable across layouts: template sets that give the same answer build the same
-AMIs.
+image's name, tags, instance type and AMI filter from `locals`, and one build serves every flavour. Reading
+the text alone cannot tell what a build ends up with, so this module merges, for each image, its source's
+settings with the build's own (statically with python-hcl2, as Packer does: a build may only add),
+substitutes the dynamic block's iterator by the entry it stands for, and asks `packer console` to evaluate
+every resulting expression, and every provisioner and post-processor of the build (source.name is the
+image's name, build.* a placeholder), with the given variables. The answer is comparable across layouts:
+template sets that give the same answer build the same AMIs.
 
-Run as a script to record the answer (tests/unit/image/amazon_builds.json) after an intended change of the
-builds: `.venv/bin/python -m tests.unit.image.packer_effective > tests/unit/image/amazon_builds.json`.
-
-`flavour_builds()` answers per flavour, independently of how the templates are laid out: it asks make for the
-`packer build` command of `make image-ami IMAGE_FLAVOUR=<flavour>` (`make -n`), keeps the images that command
-selects (its -only/-except globs and -var values) and evaluates, for each, its settings and also its
-provisioners and post-processors (source.name is the image's name, build.* a placeholder). Its record,
-tests/data/golden/packer_flavour_builds.json, is written by `.venv/bin/python -m
+`flavour_builds()` answers per flavour as a user picks it: it asks make for the `packer build` command of
+`make image-ami IMAGE_FLAVOUR=<flavour>` (`make -n`) and keeps the images that command selects (its
+-only/-except globs and -var values). Its record, tests/data/golden/packer_flavour_builds.json
+(test_packer_flavour_golden.py), is written after an intended change of the builds by `.venv/bin/python -m
 tests.unit.image.packer_effective --flavours > tests/data/golden/packer_flavour_builds.json`.
 """
 
@@ -200,45 +197,6 @@ class Console:
             ) from err
 
 
-def _build_sources(build: dict[str, Any], sources: dict[str, Any], console: Console) -> dict[str, dict]:
-    """Source name -> merged settings (unevaluated, iterator replaced) of a build's amazon-ebs sources."""
-    merged: dict[str, dict] = {}
-    for block in build.get("source", []):
-        for ref, override in block.items():
-            kind, name = _strip_quotes(ref).split(".", 1)
-            if kind == "amazon-ebs":
-                merged[_strip_quotes(override.get("name", name))] = _merge(sources[name], override, ref)
-    for ref in build.get("sources", []):
-        _keyword, kind, name = _strip_quotes(ref).split(".", 2)
-        if kind == "amazon-ebs":
-            merged[name] = sources[name]
-    for block in build.get("dynamic", []):
-        for kind, body in block.items():
-            if _strip_quotes(kind) == "source":
-                merged.update(_dynamic_sources(body, sources, console))
-    for body in merged.values():
-        body.pop("name", None)
-    return merged
-
-
-def _dynamic_sources(body: dict[str, Any], sources: dict[str, Any], console: Console) -> dict[str, dict]:
-    collection = to_expression(body["for_each"])
-    iterator = to_expression(body.get("iterator", "source"))
-    (content,) = body["content"]
-    (label,) = body["labels"]
-    keys = console.evaluate({"keys": f"keys({collection})"})["keys"]
-    labels = console.evaluate(
-        {key: to_expression(_substitute(label, iterator, key, collection)) for key in keys}
-    )
-    merged = {}
-    for key in keys:
-        kind, name = labels[key].split(".", 1)
-        if kind == "amazon-ebs":
-            override = _substitute(content, iterator, key, collection)
-            merged[key] = _merge(sources[name], {"name": key, **override}, f"{labels[key]} {key}")
-    return merged
-
-
 def _flatten(prefix: str, value: Any, into: dict[str, str]) -> None:
     """Nested blocks become name.index.attr entries, attributes become expressions to evaluate."""
     for attr, item in value.items():
@@ -268,35 +226,6 @@ def _mask(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask(v) for v in value]
     return TIMESTAMP.sub("<timestamp>", value) if isinstance(value, str) else value
-
-
-def _text(value: Any) -> Any:
-    """Provisioners as text: they use build.ID and source.name, which only exist during a build."""
-    if isinstance(value, dict):
-        return {_strip_quotes(k): _text(v) for k, v in value.items() if not k.startswith("__")}
-    if isinstance(value, list):
-        return [_text(v) for v in value]
-    return value
-
-
-def effective_builds(
-    packer_dir: Path = PACKER_DIR, variables: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """{"images": {"<build>.amazon-ebs.<source>": settings}, "steps": {"<build>": its steps}}."""
-    console = Console(packer_dir, PROBE_VARS if variables is None else variables)
-    sources = amazon_sources(packer_dir)
-    expressions: dict[str, str] = {}
-    steps: dict[str, dict[str, Any]] = {}
-    for build in _blocks(packer_dir, "build"):
-        build_name = _strip_quotes(build["name"])
-        for source_name, settings in _build_sources(build, sources, console).items():
-            _flatten(f"{build_name}.amazon-ebs.{source_name}", settings, expressions)
-            steps[build_name] = {
-                "provisioners": _text(build.get("provisioner", [])),
-                "post-processors": _text(build.get("post-processors", [])),
-            }
-    images = _unflatten(_mask(console.evaluate(expressions)))
-    return {"images": images, "steps": steps}
 
 
 # ------------------------------------------------------------------------ per flavour, as make selects it
@@ -487,6 +416,5 @@ def flavour_builds(flavours: tuple[str, ...] = FLAVOURS) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    answer = flavour_builds() if sys.argv[1:] == ["--flavours"] else effective_builds()
-    json.dump(answer, sys.stdout, indent=1, sort_keys=True)
+    json.dump(flavour_builds(), sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

@@ -19,7 +19,7 @@ import hcl2
 import pytest
 import yaml
 
-from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
+from tests.unit.image.packer_effective import PROBE_VARS
 
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
@@ -77,11 +77,13 @@ def test_every_source_encrypts_with_the_kms_key_variable(sources):
         assert bdm["encrypted"] is True and bdm["kms_key_id"] == "${var.kms_key_id}", name
 
 
-def test_every_image_gets_the_key_and_ssh_limits_as_packer_evaluates_them():
-    """The family sources carry these settings; every image built from them must end up with the values."""
-    if shutil.which("packer") is None:
-        pytest.skip("packer is not installed (make host-deps)")
-    images = effective_builds()["images"]
+def test_every_image_gets_the_key_and_ssh_limits_as_packer_evaluates_them(flavour_images):
+    """The family sources carry these settings; every image of every flavour must end up with the values."""
+    images = {
+        f"{flavour}.{source}": image["settings"]
+        for flavour, built in flavour_images.items()
+        for source, image in built["images"].items()
+    }
     assert len(images) == 28
     for name, image in images.items():
         assert image["kms_key_id"] == PROBE_VARS["kms_key_id"], name
@@ -136,19 +138,32 @@ def test_packer_refuses_bad_ssh_source_cidrs(cidrs, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- IMDSv2
 def test_every_build_requires_imdsv2_on_the_instance_before_ansible(builds):
-    for flavour in FLAVOURS:
-        provisioners = [next(iter(p)) for p in builds[flavour]["provisioner"]]
-        assert provisioners == ["shell-local", "ansible"], flavour
-        first = json.dumps(builds[flavour]["provisioner"][0]["shell-local"])
-        assert "scripts/instance_imdsv2.py --instance-id ${build.ID}" in first, flavour
+    assert set(builds) == {"ami"}
+    for name, build in builds.items():
+        provisioners = [next(iter(p)) for p in build["provisioner"]]
+        assert provisioners == ["shell-local", "ansible"], name
+        first = json.dumps(build["provisioner"][0]["shell-local"])
+        assert "scripts/instance_imdsv2.py --instance-id ${build.ID}" in first, name
         assert (
             "AWS_REGION=${var.aws_region}" in first and "EC2_ENDPOINT_URL=${var.custom_endpoint_ec2}" in first
         )
 
 
-def test_every_build_still_marks_the_ami_imdsv2_only(builds):
-    for flavour in FLAVOURS:
-        assert "ami_finalize.py" in json.dumps(builds[flavour]["post-processors"]), flavour
+def test_every_image_of_every_flavour_requires_imdsv2_first_and_marks_the_ami(flavour_images):
+    """As Packer evaluates them: IMDSv2 on the instance (by its id), then Ansible; the AMI marked after."""
+    imdsv2 = "python3 <repo>/packer/scripts/instance_imdsv2.py --instance-id <build.ID>"
+    finalize = "python3 <repo>/packer/scripts/ami_finalize.py --manifest /probe/out/packer-manifest.json"
+    assert set(flavour_images) == set(FLAVOURS)
+    for flavour, built in flavour_images.items():
+        for source, image in built["images"].items():
+            steps = sorted(part for part in image if part.startswith("provisioners["))
+            kinds = [next(iter(image[step])) for step in steps]
+            assert kinds == ["shell-local", "ansible"], (flavour, source)
+            first = image["provisioners[0]"]["shell-local"]
+            assert first["inline"] == [imdsv2], (flavour, source)
+            assert first["environment_vars"] == ["AWS_REGION=eu-probe-1", "EC2_ENDPOINT_URL=http://ec2.probe"]
+            last = image["post-processors[0][1]"]["shell-local"]["inline"]
+            assert last == [f"{finalize} --imds-support v2.0"], (flavour, source)
 
 
 def test_instance_imdsv2_requires_tokens():

@@ -3,11 +3,14 @@
 `make lint-packer` proves Packer 1.6.6 accepts the templates; these tests pin what the image factory promises:
 encrypted gp3 roots sized by a variable, AMI names carrying the stack id and a timestamp, tags, region copies,
 both architectures, and defaults that follow the current stack. Per-image settings come from tables expanded
-by `dynamic "source"` blocks, so they are checked as `packer console` evaluates them (packer_effective.py).
+by a `dynamic "source"` block, and one build serves every flavour (`-var flavour=`), so they are checked per
+flavour as `make image-ami IMAGE_FLAVOUR=<flavour>` selects them and `packer console` evaluates them
+(packer_effective.py; the record of all of it: test_packer_flavour_golden.py).
 """
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,9 +19,8 @@ import hcl2
 import pytest
 import yaml
 
-from tests.unit.image.packer_effective import PROBE_VARS, effective_builds
+from tests.unit.image.packer_effective import PROBE_VARS, make_packer_command, parse_build_command
 
-HERE = Path(__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[3]
 PACKER = REPO / "packer"
 FLAVOURS = {"base-gpu", "slurm-gpu", "pcluster-gpu", "eks-gpu", "pcs-gpu", "batch-gpu"}
@@ -50,16 +52,13 @@ def sources():
 
 
 @pytest.fixture(scope="module")
-def effective():
-    if shutil.which("packer") is None:
-        pytest.skip("packer is not installed (make host-deps)")
-    return effective_builds()
-
-
-@pytest.fixture(scope="module")
-def images(effective):
-    """Images by `<build>.amazon-ebs.<source>`, settings as Packer evaluates them with PROBE_VARS."""
-    return effective["images"]
+def images(flavour_images):
+    """Images by `<flavour>.<source>`, settings as Packer evaluates them with PROBE_VARS."""
+    return {
+        f"{flavour}.{source}": image["settings"]
+        for flavour, built in flavour_images.items()
+        for source, image in built["images"].items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,18 +94,6 @@ def test_one_amazon_source_per_os_family(sources):
             assert per_image not in src, f"{family}: {per_image} belongs to the image (builds.amazon.pkr.hcl)"
 
 
-def test_effective_builds_match_the_record(effective):
-    """Every build, evaluated by Packer, is what tests/unit/image/amazon_builds.json records.
-
-    After an intended change of the builds, record it again (see packer_effective.py) and review the diff.
-    """
-    recorded = json.loads((HERE / "amazon_builds.json").read_text())
-    assert sorted(effective["images"]) == sorted(recorded["images"])
-    for name, settings in recorded["images"].items():
-        assert effective["images"][name] == settings, name
-    assert effective["steps"] == recorded["steps"]
-
-
 def test_every_amazon_image_has_an_encrypted_gp3_root_sized_by_variable(images):
     assert len(images) == 28
     for name, image in images.items():
@@ -129,7 +116,7 @@ def test_root_device_and_user_follow_the_os(images):
 
 
 def test_both_architectures_for_every_base(images):
-    sources = {name.split(".", 2)[2]: image for name, image in images.items()}
+    sources = {name.split(".", 1)[1]: image for name, image in images.items()}
     bases = {name.rsplit("-", 1)[0] for name in sources}
     assert bases == {
         "ubuntu2204",
@@ -148,8 +135,8 @@ def test_both_architectures_for_every_base(images):
 
 
 def test_source_ami_filters_name_the_expected_images(images):
-    filters = {n.split(".", 2)[2]: i["source_ami_filter[0]"]["filters"]["name"] for n, i in images.items()}
-    owners = {n.split(".", 2)[2]: i["source_ami_filter[0]"]["owners"] for n, i in images.items()}
+    filters = {n.split(".", 1)[1]: i["source_ami_filter[0]"]["filters"]["name"] for n, i in images.items()}
+    owners = {n.split(".", 1)[1]: i["source_ami_filter[0]"]["owners"] for n, i in images.items()}
     assert "jammy-22.04-amd64" in filters["ubuntu2204-x86_64"]
     assert "noble-24.04-arm64" in filters["ubuntu2404-arm64"]
     assert filters["al2023-arm64"].endswith("-arm64")
@@ -160,14 +147,43 @@ def test_source_ami_filters_name_the_expected_images(images):
     assert owners["eks-al2023-arm64"] == ["602401143452"]
 
 
-def test_builds_are_the_flavours_plus_local(builds):
-    assert set(builds) == FLAVOURS | {"local"}
+def test_one_amazon_build_for_every_flavour_plus_local(builds, variables):
+    """The flavours are table entries (amazon_flavour_bases) picked by `-var flavour=`, not a build each."""
+    assert set(builds) == {"ami", "local"}
+    assert [next(iter(src)) for src in builds["ami"]["dynamic"]] == ["source"]
+    tables = load("builds.amazon.pkr.hcl")["locals"]
+    (bases,) = [table["amazon_flavour_bases"] for table in tables if "amazon_flavour_bases" in table]
+    assert set(bases) == FLAVOURS
+    (rule,) = variables["flavour"]["validation"]
+    assert set(re.findall(r'"([\w-]+)"', rule["condition"])) == FLAVOURS, "the variable accepts every flavour"
 
 
-def test_every_flavour_build_names_and_tags_its_amis(images, builds):
+def test_make_image_ami_picks_the_flavour_by_variable():
+    """`make image-ami IMAGE_FLAVOUR=<flavour>` runs the ami build with var.flavour, nothing else."""
+    command = make_packer_command("image-ami", IMAGE_FLAVOUR="eks-gpu")
+    parsed = parse_build_command(command)
+    assert (parsed["only"], parsed["except"], parsed["template"]) == (["ami.*"], [], "packer")
+    assert parsed["vars"]["flavour"] == "eks-gpu"
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_packer_refuses_an_unknown_flavour(tmp_path):
+    proc = subprocess.run(
+        ["packer", "validate", "-var", "flavour=gpu-base", "-var", f"output_dir={tmp_path}", "packer"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "The flavour must be one of base-gpu, slurm-gpu," in proc.stdout + proc.stderr
+
+
+def test_every_flavour_names_and_tags_its_amis(images, flavour_images):
     per_flavour = {flavour: set() for flavour in FLAVOURS}
     for name, image in images.items():
-        flavour, _builder, source = name.split(".", 2)
+        flavour, source = name.split(".", 1)
         per_flavour[flavour].add(source)
         assert image["ami_name"] == f"trainstack-ts-probe-{flavour}-{source}-<timestamp>", name
         assert image["tags"]["trainstack:flavour"] == flavour and image["tags"]["Name"].endswith(source)
@@ -177,11 +193,14 @@ def test_every_flavour_build_names_and_tags_its_amis(images, builds):
     # PCS runs Ubuntu and Amazon Linux nodes; Batch's ECS_AL2023_NVIDIA image type is Amazon Linux 2023 only.
     assert per_flavour["pcs-gpu"] == per_flavour["base-gpu"]
     assert per_flavour["batch-gpu"] == {"al2023-x86_64", "al2023-arm64"}
-    for flavour in FLAVOURS:
-        (prov,) = [p for p in builds[flavour]["provisioner"] if "ansible" in p]
-        args = prov["ansible"]["extra_arguments"]
-        assert f"image_flavour={flavour}" in args
-        assert prov["ansible"]["playbook_file"].endswith("/playbooks/build_image.yml")
+    for flavour, built in flavour_images.items():
+        for source, image in built["images"].items():
+            ansible = image["provisioners[1]"]["ansible"]
+            tail = ["-e", f"image_flavour={flavour}", "-e", f"image_build_name={source}", "--become"]
+            assert ansible["extra_arguments"][-5:] == tail, (flavour, source)
+            assert ansible["playbook_file"] == "<repo>/playbooks/build_image.yml"
+            manifest = image["post-processors[0][0]"]["manifest"]
+            assert manifest["custom_data"]["flavour"] == flavour, (flavour, source)
 
 
 def test_every_build_runs_the_same_playbook(builds):
@@ -191,10 +210,9 @@ def test_every_build_runs_the_same_playbook(builds):
 
 
 def test_every_amazon_build_records_a_manifest_and_requires_imdsv2(builds):
-    for flavour in FLAVOURS:
-        text = json.dumps(builds[flavour]["post-processors"])
-        assert "packer-manifest.json" in text
-        assert "ami_finalize.py" in text and "--imds-support v2.0" in text
+    text = json.dumps(builds["ami"]["post-processors"])
+    assert "packer-manifest.json" in text
+    assert "ami_finalize.py" in text and "--imds-support v2.0" in text
 
 
 def test_variable_defaults_follow_the_current_stack(variables, current_stack):

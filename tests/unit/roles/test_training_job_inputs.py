@@ -1,32 +1,61 @@
-"""training_job's input rules and close-match suggestions, rendered by Ansible's own templar from the role's
-defaults and vars: a valid request passes every rule, and each bad value fails exactly the rule about it, with
-a message that names the variable.
+"""training_job's checks and plan (module_utils/launch/plan.py), called directly with the role's defaults: a
+valid request passes every rule, and each bad value fails exactly the rule about it, with a message that names
+the variable. The templates' tests render with the plan these helpers compute, as the role's tasks do.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from ansible_collections.trainstack.cluster.plugins.action.training_job_plan import (
+    instance_entry,
+    known_variables,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default as catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
 
 from tests.support import REPO
 
 ROLE = REPO / "roles" / "training_job"
+# Inputs that stand for what the role's tasks read or register before the plan is made.
+GIVEN = ("__training_job_manifest", "__training_job_image_info", "__training_job_catalog")
 
 
 def role_vars(manifest: str = "pytorch/fsdp", **overrides: Any) -> dict[str, Any]:
-    """The role's defaults and vars as a play would see them (test case ``manifest``), with overrides."""
+    """The role's defaults and vars as a play would see them (test case ``manifest``), with overrides, and
+    ``__training_job_plan`` as trainstack.cluster.training_job_plan makes it from them."""
     loader = DataLoader()
     merged: dict[str, Any] = {"role_path": str(ROLE)}
     merged |= loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True)
     merged["training_job_testcase"] = manifest
-    merged |= overrides
+    merged |= {key: value for key, value in overrides.items() if key not in GIVEN}
     merged |= loader.load_from_file(str(ROLE / "vars" / "main.yml"), trusted_as_template=True)
-    merged["__training_job_manifest"] = loader.load_from_file(
+    templar = Templar(loader=loader, variables=merged)
+    request = {
+        key: templar.template(value) for key, value in merged.items() if key.startswith("training_job_")
+    }
+    catalog_dir = str(
+        overrides.get("__training_job_catalog") or templar.template(merged["__training_job_catalog"])
+    )
+    data = overrides.get("__training_job_manifest") or loader.load_from_file(
         str(REPO / "testcases" / manifest / "testcase.yml")
     )
+    image = overrides.get("__training_job_image_info")
+    instance = instance_entry(request["training_job_instance_type"])
+    merged["__training_job_request"] = request
+    merged["__training_job_plan"] = plan.launch_plan(
+        request, data, catalog_dir, instance, image, os.environ.get("TMPDIR", "")
+    )
+    merged["__training_job_problems"] = {
+        "input": plan.input_problems(request, catalog().names()),
+        "request": plan.request_problems(request, data, catalog_dir, instance),
+        "image": plan.image_problems(request, image or {}, instance),
+    }
     return merged
 
 
@@ -36,12 +65,8 @@ def render(expression: str, manifest: str = "pytorch/fsdp", **overrides: Any) ->
 
 
 def failed(rules: str, manifest: str = "pytorch/fsdp", **overrides: Any) -> list[str]:
-    """Messages of the rules (input or request) that the request breaks."""
-    return render(
-        f"{{{{ __training_job_{rules}_rules | rejectattr('ok') | map(attribute='msg') | list }}}}",
-        manifest,
-        **overrides,
-    )
+    """Messages of the rules (input, request or image) that the request breaks."""
+    return role_vars(manifest, **overrides)["__training_job_problems"][rules]
 
 
 def test_a_valid_request_passes_every_rule() -> None:
@@ -145,33 +170,19 @@ def test_request_rules_name_only_what_failed(overrides: dict[str, Any], text: st
 
 
 def test_a_launcher_the_test_case_lacks_is_named() -> None:
-    overrides = {"training_job_launcher": "kubernetes"}
-    variables = role_vars(**overrides)
-    variables["__training_job_manifest"] = {**variables["__training_job_manifest"], "launchers": ["slurm"]}
-    messages = Templar(loader=DataLoader(), variables=variables).template(
-        trust_as_template(
-            "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}"
-        )
-    )
+    manifest = {**role_vars()["__training_job_plan"]["manifest"], "launchers": ["slurm"]}
+    messages = failed("request", training_job_launcher="kubernetes", __training_job_manifest=manifest)
     assert messages == ["pytorch/fsdp cannot run with the kubernetes launcher; it supports slurm."]
 
 
 def test_unknown_variables_are_found_by_name() -> None:
-    known = render("{{ __training_job_known_vars }}")
+    known = known_variables(str(ROLE / "meta" / "argument_specs.yml"))
     assert "training_job_nodes" in known and "training_job_nsys_ranks" in known
     assert "training_job_nodez" not in known
 
 
-def close_matches(unknown: list[str], known: list[str], prefix: str = "") -> str:
-    templar = Templar(
-        loader=DataLoader(),
-        variables={"__unknown": unknown, "__known": known, "__prefix": prefix},
-    )
-    return templar.template(trust_as_template((ROLE / "templates" / "close_matches.j2").read_text())).strip()
-
-
 def test_close_matches_suggest_the_meant_name() -> None:
-    known = render("{{ __training_job_known_vars }}")
+    known = known_variables(str(ROLE / "meta" / "argument_specs.yml"))
     assert close_matches(["training_job_nodez"], known, "training_job_") == (
         "training_job_nodez (close: training_job_nodes, training_job_nodelist)"
     )
@@ -189,28 +200,22 @@ def test_close_matches_rank_best_first_and_keep_three() -> None:
 
 def test_included_packages_are_packed_beside_the_entrypoint() -> None:
     """torchtitan/llama imports pytorch/fsdp's package: the tar gets it as a member from its own parent."""
-    args = render("{{ __training_job_include_tar_args }}", "torchtitan/llama")
+    args = render("{{ __training_job_plan.include_tar_args }}", "torchtitan/llama")
     assert args == [f"--directory={ROLE / '..' / '..' / 'testcases'}/pytorch/fsdp", "fsdp_llama"]
-    assert render("{{ __training_job_include_tar_args }}") == []
+    assert render("{{ __training_job_plan.include_tar_args }}") == []
     assert failed("request", "torchtitan/llama") == []
 
 
 @pytest.mark.parametrize("include", [["../etc"], ["pytorch/fsdp/missing"], ["/abs/path"], ["pytorch/./fsdp"]])
 def test_an_include_outside_the_catalog_is_refused(include: list[str]) -> None:
-    variables = role_vars("torchtitan/llama")
-    variables["__training_job_manifest"] = {**variables["__training_job_manifest"], "include": include}
-    templar = Templar(loader=DataLoader(), variables=variables)
-    messages = templar.template(
-        trust_as_template(
-            "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}"
-        )
-    )
+    manifest = {**role_vars("torchtitan/llama")["__training_job_plan"]["manifest"], "include": include}
+    messages = failed("request", "torchtitan/llama", __training_job_manifest=manifest)
     assert len(messages) == 1 and "must list directories under testcases/" in messages[0]
 
 
 def test_the_arguments_become_the_command_line_the_rules_check_sees() -> None:
     cli = render(
-        "{{ __training_job_cli }}",
+        "{{ __training_job_plan.cli }}",
         "torchtitan/llama",
         training_job_args={"tp": 2, "compile": True, "data": None},
         training_job_nodes=2,
@@ -219,4 +224,7 @@ def test_the_arguments_become_the_command_line_the_rules_check_sees() -> None:
     pairs = dict(zip(cli[::2], cli[1::2], strict=True))
     defaults = {"--config": "tiny", "--steps": "20", "--batch-size": "8", "--seq-len": "128"}
     assert pairs == {**defaults, "--tp": "2", "--compile": "True"}
-    assert render("{{ __training_job_world_size }}", training_job_nodes=2, training_job_procs_per_node=4) == 8
+    assert (
+        render("{{ __training_job_plan.world_size }}", training_job_nodes=2, training_job_procs_per_node=4)
+        == 8
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch.plan import lock_pins
 
 from tests.support import REPO
 
@@ -22,18 +23,14 @@ ROLE = REPO / "roles" / "training_job"
 
 def render(expression: str, catalog: Path | None = None, **overrides: Any) -> Any:
     """``expression`` with the role's variables for pytorch/ddp, the catalog at ``catalog`` if given."""
-    variables = role_vars("pytorch/ddp", **overrides)
-    if catalog is not None:
-        variables["__training_job_catalog"] = str(catalog)
+    given = {"__training_job_catalog": str(catalog)} if catalog is not None else {}
+    variables = role_vars("pytorch/ddp", **overrides, **given)
     return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
 
 
 def request_failures(catalog: Path | None = None, **overrides: Any) -> list[str]:
-    return render(
-        "{{ __training_job_request_rules | rejectattr('ok') | map(attribute='msg') | list }}",
-        catalog,
-        **overrides,
-    )
+    given = {"__training_job_catalog": str(catalog)} if catalog is not None else {}
+    return role_vars("pytorch/ddp", **overrides, **given)["__training_job_problems"]["request"]
 
 
 def catalog_copy(tmp_path: Path) -> Path:
@@ -46,8 +43,8 @@ def catalog_copy(tmp_path: Path) -> Path:
 def test_the_real_lock_passes_and_names_the_virtualenv() -> None:
     assert request_failures() == []
     lock = (REPO / "testcases" / "pytorch" / "ddp" / "requirements.lock").read_text()
-    assert render("{{ __training_job_lock }}") == lock
-    assert "torch==2.13.0" in render("{{ __training_job_lock_pins }}")
+    assert render("{{ __training_job_plan.lock }}") == lock
+    assert "torch==2.13.0" in lock_pins(lock)
 
 
 def test_a_missing_lock_is_refused_naming_the_file_and_the_command(tmp_path: Path) -> None:
@@ -72,7 +69,7 @@ def test_a_lock_without_the_manifest_pin_is_refused(tmp_path: Path) -> None:
 
 def test_the_virtualenv_key_follows_the_lock(tmp_path: Path) -> None:
     catalog = catalog_copy(tmp_path)
-    key = "{{ __training_job_venv_key }}"
+    key = "{{ __training_job_plan.venv_key }}"
     real = render(key)
     assert render(key, catalog) == real  # same content, same virtualenv
     lock = catalog / "pytorch" / "ddp" / "requirements.lock"
@@ -87,7 +84,7 @@ def test_the_install_task_uses_the_staged_lock_with_hashes() -> None:
     install = next(task for task in block if task["name"] == "Install the locked requirements")
     argv = render(install["ansible.builtin.command"]["argv"], training_job_wheelhouse="/wheels")
     assert "--require-hashes" in argv and "--no-index" in argv
-    assert argv[-2:] == ["-r", render("{{ __training_job_payload }}/requirements.lock")]
+    assert argv[-2:] == ["-r", render("{{ __training_job_plan.payload }}/requirements.lock")]
 
 
 def test_a_gpu_instance_type_is_refused_the_lab_cpu_lock() -> None:

@@ -94,7 +94,7 @@ def test_the_callers_environment_wins(tmp_path: Path) -> None:
 @pytest.mark.parametrize("instance_type", default().names())
 def test_each_catalog_type_maps_to_its_own_peak(instance_type: str) -> None:
     environment = render_expression(
-        "{{ __training_job_environment }}", training_job_instance_type=instance_type
+        "{{ __training_job_plan.environment }}", training_job_instance_type=instance_type
     )
     expected = catalog_peak(instance_type)
     if expected is None:
@@ -110,6 +110,6 @@ ARCH_ENV = "TRAINSTACK_GPU_ARCH"
 def test_the_catalog_gpu_arch_reaches_the_job(instance_type: str) -> None:
     """pytorch/fsdp refuses --precision fp8 below sm_89 from this variable: an A100 type must say sm_80."""
     environment = render_expression(
-        "{{ __training_job_environment }}", training_job_instance_type=instance_type
+        "{{ __training_job_plan.environment }}", training_job_instance_type=instance_type
     )
     assert environment.get(ARCH_ENV) == default().get(instance_type).gpu_arch

@@ -65,11 +65,8 @@ def executable(path: Path, text: str) -> Path:
 
 def render(template: str, tmp_path: Path, **overrides: Any) -> str:
     variables = role_vars(**overrides)
-    variables |= {
-        "ansible_managed": "managed by test",
-        "__training_job_run_id": "run-1",
-        "__training_job_python": str(executable(tmp_path / "bin dir" / "python", RECORDER)),
-    }
+    variables |= {"ansible_managed": "managed by test", "__training_job_run_id": "run-1"}
+    variables["__training_job_plan"]["python"] = str(executable(tmp_path / "bin dir" / "python", RECORDER))
     templar = Templar(loader=DataLoader(), variables=variables)
     return templar.template(trust_as_template((TEMPLATES / template).read_text()))
 

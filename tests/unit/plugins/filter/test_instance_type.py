@@ -42,11 +42,11 @@ def test_family_facts_drive_the_driver_choices() -> None:
 
 def test_training_job_launch_fabric_comes_from_the_catalog() -> None:
     # p6-b200 was missing from the launch table; the socket rule was the one that disagreed with the stacks.
-    fabric = render("{{ __training_job_fabric }}", training_job_instance_type="p6-b200.48xlarge")
+    fabric = render("{{ __training_job_plan.fabric }}", training_job_instance_type="p6-b200.48xlarge")
     assert (int(fabric["gpus"]), int(fabric["efa"])) == (8, 8)
     assert fabric["env"]["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth"
     assert (
-        render("{{ __training_job_fabric.env }}", training_job_instance_type="lab")["GLOO_SOCKET_IFNAME"]
+        render("{{ __training_job_plan.fabric.env }}", training_job_instance_type="lab")["GLOO_SOCKET_IFNAME"]
         == "eth0"
     )
     assert failed("input", training_job_instance_type="h200x1") == [

@@ -1,0 +1,112 @@
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Action plugin for training_job_plan: check a training request and plan its launch on the controller.
+
+It runs where the test case catalog, the locks and the instance catalog are (the controller), reads nothing on
+the launch host, and changes nothing, so it behaves the same in check mode. Every rule lives in
+module_utils/launch/plan.py; this plugin only gathers its inputs and turns problems into one refusal.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+    default as catalog_default,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
+
+PREFIX = "training_job_"
+# What the role sets itself (never a caller's input, but visible under the prefix on a second launch).
+ROLE_RESULTS = ("training_job_summary", "training_job_result")
+ARGS = ("request", "catalog", "argument_specs", "image", "image_unchecked")
+NOTHING = "Nothing was submitted."
+
+
+def known_variables(argument_specs: str) -> list[str]:
+    """Every option of the role's argument specification, and the two results the role sets."""
+    with open(argument_specs, encoding="utf-8") as handle:
+        spec = yaml.safe_load(handle)
+    return list(spec["argument_specs"]["main"]["options"]) + list(ROLE_RESULTS)
+
+
+def catalog_testcases(catalog: str) -> list[str]:
+    """The test cases of the catalog: ``<framework>/<case>`` directories that hold a testcase.yml."""
+    found = glob.glob(os.path.join(catalog, "*", "*", "testcase.yml"))
+    return sorted(os.path.relpath(os.path.dirname(path), catalog) for path in found)
+
+
+def read_manifest(catalog: str, testcase: str) -> dict[str, Any]:
+    with open(os.path.join(catalog, testcase, "testcase.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def instance_entry(name: str) -> dict[str, Any]:
+    """The instance type's merged catalog entry; empty for none or an unknown one (refused by the checks)."""
+    catalog = catalog_default()
+    return catalog.get(name, {}).as_dict() if name and name in catalog.names() else {}
+
+
+def refusals(request: Mapping[str, Any], catalog: str, known: list[str]) -> tuple[str, dict[str, Any] | None]:
+    """The first refusal of the request (or ''), and the manifest once the request may read it."""
+    unknown = plan.unknown_variables([name for name in request if name.startswith(PREFIX)], known)
+    if unknown:
+        return (
+            f"Unknown variable(s): {close_matches(unknown, known, PREFIX)}. The role's variables are listed "
+            "in "
+            f"its README. {NOTHING}",
+            None,
+        )
+    testcase = request["training_job_testcase"]
+    cases = catalog_testcases(catalog)
+    if testcase not in cases:
+        required = " (training_job_testcase is required)" if not testcase else ""
+        return f"Unknown test case '{testcase}'{required}. Known: {', '.join(cases)}. {NOTHING}", None
+    problems = plan.input_problems(request, catalog_default().names())
+    if problems:
+        return f"{' '.join(problems)} {NOTHING}", None
+    manifest = read_manifest(catalog, testcase)
+    problems = plan.request_problems(
+        request, manifest, catalog, instance_entry(request["training_job_instance_type"])
+    )
+    if problems:
+        return f"Cannot launch {testcase}: {' '.join(problems)} {NOTHING}", None
+    return "", manifest
+
+
+class ActionModule(ActionBase):
+    """Checks, then the plan (see module_utils/launch/plan.py); never runs anything on the target."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _VALID_ARGS = frozenset(ARGS)
+
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        missing = [name for name in ARGS[:3] if name not in args]
+        if missing:
+            raise AnsibleActionFail(f"training_job_plan needs {', '.join(missing)}")
+        request, catalog = dict(args["request"]), str(args["catalog"])
+        refusal, manifest = refusals(request, catalog, known_variables(str(args["argument_specs"])))
+        if refusal:
+            return {**result, "failed": True, "msg": refusal}
+        assert manifest is not None
+        instance = instance_entry(request["training_job_instance_type"])
+        image = dict(args.get("image") or {})
+        problems = plan.image_problems(request, image, instance) if "image" in args else []
+        result.update(
+            changed=False,
+            image_problems=problems,
+            plan=plan.launch_plan(request, manifest, catalog, instance, image, os.environ.get("TMPDIR", "")),
+        )
+        if problems and not plan.as_bool(args.get("image_unchecked", False)):
+            return {**result, "failed": True, "msg": f"{' '.join(problems)} {NOTHING}"}
+        return result

@@ -1,0 +1,27 @@
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters of the launch layer (module_utils/launch), for the checks that must run where the payload is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import names, plan
+
+
+def close_matches(unknown: Iterable[str], known: Iterable[str], prefix: str = "") -> str:
+    """Each unknown name with up to three known names that look like it (see module_utils/launch/names.py)."""
+    return names.close_matches(list(unknown), list(known), str(prefix))
+
+
+def entrypoint_options(help_text: str) -> list[str]:
+    """The long options a test case entrypoint's ``--help`` output names."""
+    return plan.entrypoint_options(str(help_text))
+
+
+class FilterModule:
+    """trainstack.cluster launch filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"close_matches": close_matches, "entrypoint_options": entrypoint_options}

@@ -1,0 +1,536 @@
+# Copyright: trainstack maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""The launch plan of one training request, and every check that can refuse it before anything is staged.
+
+A request is the training_job role's variables (``training_job_*``, defaults filled in). Checks come in
+three groups, run at the points where their inputs exist: the request alone (``input_problems``), the request
+against the test case's manifest and lock (``request_problems``), and the container image as its registry
+described it (``image_problems``). Each problem is one sentence that names the variable and the rule it broke;
+the role joins them into one refusal, so a user fixes every mistake in one round.
+
+``launch_plan`` is everything the role's tasks and templates need: paths on the shared filesystem, the
+virtualenv keyed by the lock's content, the entrypoint's arguments and command line, the ranks' environment
+from the instance catalog, and how the container image is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+LAUNCHERS = ("slurm", "local", "kubernetes")
+
+# Shapes of what reaches a path, a shell word or a manifest field.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+OPTION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@#+-]*$")
+NODE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+PARTITION = re.compile(r"^[A-Za-z0-9_.-]*$")
+NSYS_ARGS = re.compile(r"^[A-Za-z0-9_=,.:/ +-]*$")
+NSYS_BIN = re.compile(r"^[A-Za-z0-9_./+-]+$")
+INCLUDE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)+$")
+# An absolute path that is not '/' and has no '.' or '..' segment (the role creates or removes under it).
+UNSAFE_PATH = re.compile(r"^(?!/)|^/+$|(^|/)\.{1,2}(/|$)")
+ECR_REGISTRY = re.compile(r"^[0-9]{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+CPU_TORCH = re.compile(r"(?m)^torch==\S*\+cpu\s")
+LOCK_PIN = re.compile(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s+;]+)")
+
+Request = Mapping[str, Any]
+
+
+def as_int(value: Any) -> int:
+    """An integer as Jinja's ``int`` filter reads one (a number, or a string of one; anything else is 0).
+
+    Inputs arrive from YAML, ``-e`` strings and inventories alike, so ``"2"`` and ``2`` must plan the same.
+    """
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return 0
+
+
+def as_bool(value: Any) -> bool:
+    """A boolean as Ansible's ``bool`` filter reads one ("yes", "true", "1", "on" and true are true)."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("yes", "on", "1", "true", "y", "t")
+
+
+def _nested(value: Any) -> bool:
+    """A list or mapping: a value that cannot become one environment variable or one command-line word."""
+    return not isinstance(value, str) and isinstance(value, (Mapping, Sequence, set))
+
+
+def _shown(value: Any) -> str:
+    """A value as the messages show it (lists as Python writes them)."""
+    return str(value)
+
+
+def normalized_pin(pin: str) -> str:
+    """``name==version`` compared as pip compares names: lowercase, runs of '.', '_', '-' as one '-'."""
+    return re.sub(r"[._-]+(?=[^=]*==)", "-", pin.lower())
+
+
+def lock_pins(lock: str) -> list[str]:
+    """The lock's ``name==version`` pins, local version labels (torch's '+cpu') left out."""
+    return [normalized_pin("==".join(match)) for match in LOCK_PIN.findall(lock)]
+
+
+def manifest_pins(requirements: Sequence[str]) -> list[str]:
+    """The manifest's pins without extras and local version labels."""
+    pins = []
+    for pin in requirements:
+        pin = re.sub(r"\[[^\]]*\]", "", str(pin))
+        pins.append(normalized_pin(re.sub(r"\+[^=]*$", "", pin)))
+    return pins
+
+
+def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, Callable[[], str]]]:
+    """(ok, message) of each check that needs nothing but the request, in the order users see them."""
+    name = str(r["training_job_name"])
+    nodes, procs = r["training_job_nodes"], r["training_job_procs_per_node"]
+    nodelist = list(r["training_job_nodelist"])
+    launcher = r["training_job_launcher"]
+    kubernetes = launcher == "kubernetes"
+    env, pip_env, args = r["training_job_env"], r["training_job_pip_env"], r["training_job_args"]
+    bad_env = [key for key in env if not ENV_NAME.match(str(key))]
+    bad_pip_env = [key for key in pip_env if not ENV_NAME.match(str(key))]
+    bad_args = [key for key in args if not OPTION_NAME.match(str(key))]
+    world = as_int(nodes) * as_int(procs)
+    ranks = list(r["training_job_nsys_ranks"])
+    image, k8s_image = r["training_job_container_image"], r["training_job_k8s_image"]
+    itype = r["training_job_instance_type"]
+
+    def path_rule(key: str, tail: str) -> tuple[bool, Callable[[], str]]:
+        return (not UNSAFE_PATH.search(str(r[key])), lambda: f"{key} '{r[key]}' {tail}")
+
+    absolute = "must be an absolute path other than '/' without '.' or '..' segments."
+    return [
+        (
+            bool(SAFE_NAME.match(name)),
+            lambda: (
+                f"training_job_name '{name}' must be a plain name (letters, digits, '.', '_', '-', starting "
+                "with a letter or digit): it names the run and checkpoint directories."
+            ),
+        ),
+        path_rule("training_job_shared_dir", absolute),
+        path_rule("training_job_results_dir", absolute),
+        path_rule("training_job_python", "must be an absolute path to an interpreter."),
+        (as_int(nodes) >= 1, lambda: f"training_job_nodes must be >= 1 (got {nodes})."),
+        (
+            not nodelist
+            or (
+                len(nodelist) == as_int(nodes)
+                and len(set(map(str, nodelist))) == len(nodelist)
+                and all(NODE_NAME.match(str(node)) for node in nodelist)
+            ),
+            lambda: (
+                f"training_job_nodelist must be empty or name training_job_nodes={nodes} distinct Slurm "
+                "nodes "
+                f"(letters, digits, '.', '_', '-'); got {_shown(nodelist)}."
+            ),
+        ),
+        (as_int(procs) >= 1, lambda: f"training_job_procs_per_node must be >= 1 (got {procs})."),
+        (
+            as_int(r["training_job_timeout"]) >= 1,
+            lambda: f"training_job_timeout must be >= 1 second (got {r['training_job_timeout']}).",
+        ),
+        (
+            1 <= as_int(r["training_job_rdzv_port"]) <= 65535,
+            lambda: (
+                "training_job_rdzv_port must be a port number, 1 to 65535 (got "
+                f"{r['training_job_rdzv_port']})."
+            ),
+        ),
+        (
+            as_int(r["training_job_checkpoint_every"]) >= 0,
+            lambda: f"training_job_checkpoint_every must be >= 0 (got {r['training_job_checkpoint_every']}).",
+        ),
+        (
+            bool(PARTITION.match(str(r["training_job_partition"]))),
+            lambda: (
+                f"training_job_partition '{r['training_job_partition']}' must be a Slurm partition name "
+                "(letters, digits, '.', '_', '-')."
+            ),
+        ),
+        (
+            not itype or itype in instance_types,
+            lambda: f"training_job_instance_type '{itype}' is unknown; known: {', '.join(instance_types)}.",
+        ),
+        (
+            not bad_env,
+            lambda: (
+                "training_job_env has key(s) that are not environment variable names (letters, digits, '_', "
+                f"not starting with a digit): {_shown(bad_env)}."
+            ),
+        ),
+        (
+            not any(_nested(value) for value in env.values()),
+            lambda: "training_job_env values must be strings, numbers or booleans (not lists or mappings).",
+        ),
+        (
+            not bad_pip_env,
+            lambda: (
+                "training_job_pip_env has key(s) that are not environment variable names: "
+                f"{_shown(bad_pip_env)}."
+            ),
+        ),
+        (
+            not bad_args,
+            lambda: (
+                f"training_job_args key(s) {_shown(bad_args)} are not option names: write them as the "
+                "entrypoint spells them, lowercase with '-' and without leading dashes "
+                f"({_shown([re.sub('^-+', '', str(key).lower()).replace('_', '-') for key in bad_args])})."
+            ),
+        ),
+        (
+            not any(_nested(value) for value in args.values()),
+            lambda: (
+                "training_job_args values must be strings, numbers, booleans or null (null drops a default), "
+                "not lists or mappings."
+            ),
+        ),
+        (
+            image == "" or bool(IMAGE_REF.match(str(image))),
+            lambda: (
+                f"training_job_container_image '{image}' must be an image reference (no spaces or quotes)."
+            ),
+        ),
+        (
+            not kubernetes or bool(IMAGE_REF.match(str(k8s_image))) or (k8s_image == "" and image != ""),
+            lambda: (
+                f"training_job_k8s_image '{k8s_image}' must be an image reference holding the test case's "
+                "requirements (the kubernetes launcher needs it, or training_job_container_image)."
+            ),
+        ),
+        (
+            not kubernetes or bool(DNS_LABEL.match(str(r["training_job_k8s_namespace"]))),
+            lambda: (
+                f"training_job_k8s_namespace '{r['training_job_k8s_namespace']}' must be a Kubernetes "
+                "namespace "
+                "name (lowercase DNS label)."
+            ),
+        ),
+        (
+            not kubernetes or bool(DNS_LABEL.match(name)),
+            lambda: (
+                f"training_job_name '{name}' must be a lowercase DNS label (a-z, 0-9, '-', at most 63) with "
+                "the "
+                "kubernetes launcher: it names the PyTorchJob."
+            ),
+        ),
+        (
+            all(0 <= as_int(rank) < world for rank in ranks),
+            lambda: (
+                f"training_job_nsys_ranks {_shown(ranks)} must be global ranks below the world size {world} "
+                f"({nodes} node(s) x {procs})."
+            ),
+        ),
+        (
+            not ranks or not kubernetes,
+            lambda: "training_job_nsys_ranks needs the slurm or local launcher (not kubernetes).",
+        ),
+        (
+            as_int(r["training_job_nsys_delay"]) >= 0 and as_int(r["training_job_nsys_duration"]) >= 0,
+            lambda: "training_job_nsys_delay and training_job_nsys_duration must be >= 0 seconds.",
+        ),
+        (
+            bool(NSYS_ARGS.match(str(r["training_job_nsys_args"]))),
+            lambda: (
+                f"training_job_nsys_args '{r['training_job_nsys_args']}' may hold only nsys options "
+                "(letters, "
+                "digits, spaces and _ = , . : / + -): it is split into words on the command line."
+            ),
+        ),
+        (
+            bool(NSYS_BIN.match(str(r["training_job_nsys_bin"]))),
+            lambda: (
+                f"training_job_nsys_bin '{r['training_job_nsys_bin']}' must be a command name or path (no "
+                "spaces or quotes)."
+            ),
+        ),
+    ]
+
+
+def input_problems(request: Request, instance_types: Sequence[str]) -> list[str]:
+    """What is wrong with the request on its own, one sentence per broken rule."""
+    return [message() for ok, message in _input_rules(request, instance_types) if not ok]
+
+
+def unknown_variables(names: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The ``training_job_*`` variables set that the role does not read (a typo would otherwise be "
+    "ignored)."""
+    return sorted(set(names) - set(known))
+
+
+def _lock(catalog: str, testcase: str) -> tuple[str, str]:
+    """The test case's lock file path and its text ('' when there is none)."""
+    path = f"{catalog}/{testcase}/requirements.lock"
+    if not os.path.isfile(path):
+        return path, ""
+    with open(path, encoding="utf-8") as handle:
+        return path, handle.read()
+
+
+def request_problems(
+    request: Request, manifest: Mapping[str, Any], catalog: str, instance: Mapping[str, Any]
+) -> list[str]:
+    """What is wrong with the request for this test case: its launchers, includes, lock and configs."""
+    r = request
+    testcase, launcher, nodes = (
+        r["training_job_testcase"],
+        r["training_job_launcher"],
+        r["training_job_nodes"],
+    )
+    includes = list(manifest.get("include") or [])
+    builds_venv = as_bool(r["training_job_venv"]) and launcher != "kubernetes"
+    lock_file, lock = _lock(catalog, testcase)
+    real_lock = os.path.realpath(lock_file)
+    gpus = as_int(instance.get("gpu_count") or 0)
+    missing_pins = [
+        pin for pin in manifest_pins(manifest.get("requirements") or []) if pin not in lock_pins(lock)
+    ]
+    config = r["training_job_args"].get("config")
+    configs = list(manifest.get("configs") or [])
+    rules: list[tuple[bool, Callable[[], str]]] = [
+        (
+            launcher in manifest["launchers"],
+            lambda: (
+                f"{testcase} cannot run with the {launcher} launcher; it supports "
+                f"{', '.join(manifest['launchers'])}."
+            ),
+        ),
+        (
+            launcher != "local" or as_int(nodes) == 1,
+            lambda: f"The local launcher runs on one node (training_job_nodes={nodes}).",
+        ),
+        (
+            launcher == "slurm" or not r["training_job_nodelist"],
+            lambda: f"training_job_nodelist names Slurm nodes; the {launcher} launcher cannot use it.",
+        ),
+        (
+            all(INCLUDE.match(str(item)) and os.path.isdir(f"{catalog}/{item}") for item in includes),
+            lambda: (
+                f"The manifest's include {_shown(includes)} must list directories under testcases/ (such as "
+                "pytorch/fsdp/fsdp_llama), without '.' or '..' segments."
+            ),
+        ),
+        (
+            not builds_venv or os.path.isfile(lock_file),
+            lambda: (
+                f"Its virtualenv installs only hash-pinned requirements, from {real_lock}, which does not "
+                "exist. "
+                "Make it with `make testcase-locks` (scripts/testcase_lock.py "
+                f"testcases/{testcase}/testcase.yml), or "
+                "run with training_job_venv=false."
+            ),
+        ),
+        (
+            not builds_venv or gpus == 0 or not CPU_TORCH.search(lock),
+            lambda: (
+                f"{r['training_job_instance_type']} has {gpus} GPU(s), but {real_lock} pins torch's CPU "
+                "build "
+                "(the lab's lock). Run with the image's PyTorch instead: training_job_venv=false "
+                "training_job_python=/opt/trainstack/venv/bin/python."
+            ),
+        ),
+        (
+            not builds_venv or not os.path.isfile(lock_file) or not missing_pins,
+            lambda: (
+                f"{real_lock} does not hold the manifest's pin(s) {', '.join(missing_pins)} (a lock must pin "
+                "the "
+                "manifest's versions). Make it again with `make testcase-locks`."
+            ),
+        ),
+        (
+            config is None or not configs or config in configs,
+            lambda: (
+                f"Unknown config {config if config is not None else ''} for {testcase}; known: "
+                f"{', '.join(configs)}."
+            ),
+        ),
+    ]
+    return [message() for ok, message in rules if not ok]
+
+
+def image_problems(request: Request, image: Mapping[str, Any], instance: Mapping[str, Any]) -> list[str]:
+    """What makes the container image unfit for the cluster: no stack record, or CUDA the driver cannot run.
+
+    ``image`` is what trainstack.cluster.container_image_info answered (empty when the registry was not read).
+    """
+    reference = request["training_job_container_image"]
+    problems = list(image.get("problems") or [])
+    image_cuda = image.get("image_cuda") or {}
+    gpus = as_int(instance.get("gpu_count") or 0)
+    rules: list[tuple[bool, Callable[[], str]]] = [
+        (
+            isinstance(image.get("record"), Mapping) or not image,
+            lambda: (
+                f"training_job_container_image {reference} carries no stack record (the manifest annotation "
+                "org.trainstack.image.json that images built by trainstack.cluster.build_container have), so "
+                "its CUDA "
+                "cannot be checked against the nodes' NVIDIA driver. Use an image built by "
+                "build_container.yml, or set "
+                "training_job_container_unchecked=true to launch it unchecked."
+            ),
+        ),
+        (
+            not problems,
+            lambda: (
+                f"training_job_container_image {reference} needs a newer NVIDIA driver than the host's "
+                f"{image.get('host_driver', '')} ({image.get('host_driver_source', '')}): "
+                f"{'; '.join(str(p.get('message')) for p in problems)} (rule "
+                f"{', '.join(dict.fromkeys(str(p.get('rule')) for p in problems))} of the version matrix: "
+                f"{problems[0].get('citation', '') if problems else ''}). Use an image of the cluster's "
+                "stack, or set "
+                "training_job_container_unchecked=true if the image carries CUDA's forward-compatibility "
+                "libraries."
+            ),
+        ),
+        (
+            not image_cuda
+            or bool(image.get("host_driver"))
+            or gpus == 0
+            or request["training_job_launcher"] == "kubernetes",
+            lambda: (
+                f"training_job_container_image {reference} holds CUDA ({json.dumps(image_cuda)}) and "
+                f"{request['training_job_instance_type']} has GPUs, but the launch host names no NVIDIA "
+                "driver (no "
+                "nvidia_driver in /etc/trainstack/image.json, no nvidia-smi), so the image cannot be checked "
+                "against "
+                "it. Launch from a host of the cluster's image, or set training_job_container_unchecked=true."
+            ),
+        ),
+    ]
+    return [message() for ok, message in rules if not ok]
+
+
+def fabric(instance: Mapping[str, Any]) -> dict[str, Any]:
+    """GPUs, EFA interfaces, GPUDirect RDMA and the NCCL/EFA environment of the instance type's catalog "
+    "entry."""
+    return {
+        "gpus": instance.get("gpu_count") or 0,
+        "efa": instance.get("efa_interfaces", 0),
+        "gdr": instance.get("gpudirect_rdma", False),
+        "env": dict(instance.get("env") or {}),
+    }
+
+
+def peak_environment(instance: Mapping[str, Any]) -> dict[str, str]:
+    """The GPU's dense BF16 peak (the MFU denominator every test case reads) and its architecture (sm_XY).
+
+    Absent when the catalog has none (the lab, ``local``): the summary then says MFU is unknown, and a test
+    case that needs an architecture (fp8) refuses before it builds anything.
+    """
+    env: dict[str, str] = {}
+    peak = instance.get("bf16_dense_flops")
+    if isinstance(peak, (int, float)) and not isinstance(peak, bool):
+        env["TRAINSTACK_GPU_PEAK_TFLOPS"] = str(round(peak / 1e12, 6))
+    if isinstance(instance.get("gpu_arch"), str):
+        env["TRAINSTACK_GPU_ARCH"] = instance["gpu_arch"]
+    return env
+
+
+def arguments(request: Request, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The test case's default arguments, then the caller's; a null value drops an argument."""
+    merged = {**(manifest.get("arguments") or {}), **request["training_job_args"]}
+    return {key: value for key, value in merged.items() if value is not None}
+
+
+def command_line(args: Mapping[str, Any]) -> list[str]:
+    """The arguments as the entrypoint's command line (``--key value`` pairs, values as strings)."""
+    return [word for key, value in args.items() for word in (f"--{key}", str(value))]
+
+
+def container(root: str, request: Request, image: Mapping[str, Any]) -> dict[str, str]:
+    """How pyxis gets the image: the reference pinned to its digest, and the squashfs file of that digest.
+
+    The digest keys the nodes' import cache on the shared filesystem. Without one (an unchecked image whose
+    registry the launch host could not read) pyxis imports the reference itself on every node.
+    """
+    digest = str(image.get("digest") or "")
+    return {
+        "uri": f"docker://{image.get('pinned', request['training_job_container_image'])}",
+        "sqsh": f"{root}/containers/{digest.replace(':', '-')}.sqsh" if digest else "",
+    }
+
+
+def ecr_region(image: Mapping[str, Any]) -> str:
+    """The region of an Amazon ECR registry (``<account>.dkr.ecr.<region>.amazonaws.com[.cn]``), else ''."""
+    registry = str((image.get("reference") or {}).get("registry", ""))
+    match = ECR_REGISTRY.match(registry)
+    return match.group(1) if match else ""
+
+
+def launch_plan(
+    request: Request,
+    manifest: Mapping[str, Any],
+    catalog: str,
+    instance: Mapping[str, Any],
+    image: Mapping[str, Any] | None = None,
+    tmpdir: str = "",
+) -> dict[str, Any]:
+    """Everything the role's tasks and templates need to stage, launch and collect this request."""
+    r = request
+    image = image or {}
+    testcase, flat = r["training_job_testcase"], str(r["training_job_testcase"]).replace("/", "-")
+    root = f"{r['training_job_shared_dir']}/trainstack"
+    venv = as_bool(r["training_job_venv"])
+    lock_file, lock = _lock(catalog, testcase)
+    venv_key = hashlib.sha256((lock + str(r["training_job_python"])).encode("utf-8")).hexdigest()[:16]
+    venv_dir = f"{root}/venvs/{flat}-{venv_key}"
+    args = arguments(r, manifest)
+    fabric_ = fabric(instance)
+    environment = {
+        **fabric_["env"],
+        **peak_environment(instance),
+        **(manifest.get("environment") or {}),
+        **r["training_job_env"],
+    }
+    includes = list(manifest.get("include") or [])
+    return {
+        "root": root,
+        "payload": f"{root}/testcases/{testcase}",
+        "checkpoints": f"{root}/checkpoints/{r['training_job_name']}",
+        "containers": f"{root}/containers",
+        "local_tar": f"{tmpdir or '/tmp'}/trainstack-payload-{flat}.tar",
+        "include_tar_args": [
+            word
+            for item in includes
+            for word in (f"--directory={catalog}/{os.path.dirname(item)}", os.path.basename(item))
+        ],
+        "builds_venv": venv and r["training_job_launcher"] != "kubernetes",
+        "lock_file": lock_file,
+        "lock": lock,
+        "venv_key": venv_key,
+        "venv_dir": venv_dir,
+        "python": f"{venv_dir}/bin/python" if venv else r["training_job_python"],
+        "arguments": args,
+        "cli": command_line(args),
+        "world_size": as_int(r["training_job_nodes"]) * as_int(r["training_job_procs_per_node"]),
+        "fabric": fabric_,
+        "environment": environment,
+        "manifest": dict(manifest),
+        "image": dict(image),
+        "container": container(root, r, image),
+        "ecr_region": ecr_region(image),
+        "k8s_image_ref": r["training_job_k8s_image"]
+        or image.get("pinned", r["training_job_container_image"]),
+    }
+
+
+ENTRYPOINT_OPTION = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
+
+
+def entrypoint_options(help_text: str) -> list[str]:
+    """The long options an entrypoint's ``--help`` names, in order of first mention."""
+    return list(dict.fromkeys(ENTRYPOINT_OPTION.findall(help_text)))

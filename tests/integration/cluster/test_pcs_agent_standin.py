@@ -1,8 +1,8 @@
-"""The PCS agent as the pcs-gpu image gets it: its installer (a named stand-in: AWS's bucket is unreachable
-here) served over HTTP by the lab's artifact mirror under the stack's URL with the sha256 the mirror's lock
-records, installed by the pcs_agent role's install entry point into a directory, read by the image manifest's
-probe, and checked by the role's verify entry point, which refuses another version. The host's facts choose
-the role's OS file; the stack target is an AMI system's (amzn-2023)."""
+"""The PCS agent as the pcs-gpu image gets it: its installer (a named stand-in: AWS's bucket is out of the
+lab's reach) served over HTTP by the lab's artifact mirror under the stack's URL with the sha256 the
+mirror's lock records, installed by the pcs_agent role's install entry point into a directory, read by the
+image manifest's probe, and checked by the role's verify entry point, which refuses another version. The
+host's facts choose the role's OS file; the stack target is an AMI system's (amzn-2023)."""
 
 from __future__ import annotations
 

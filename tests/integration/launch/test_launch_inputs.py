@@ -1,4 +1,4 @@
-"""launch_training's checks and its local launcher, run as users run the playbook, against this machine
+"""launch_training's checks and its local launcher, run as users run the playbook, against the controller
 (`-i localhost,`, no Slurm needed): bad input fails naming the variable and the one rule it broke, before
 anything is staged; an inventory without a launch host fails instead of running nowhere; --check changes
 nothing; values reach the training process literally.

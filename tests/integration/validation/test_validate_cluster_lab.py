@@ -1,4 +1,4 @@
-"""validate_cluster on the 3-node lab with real Slurm, in one run (each run costs about a minute here):
+"""validate_cluster on the 3-node lab with real Slurm, in one run (each run takes about a minute on the lab):
 ts-head is healthy; ts-compute2 is drained in Slurm before the run; ts-compute1 is told to require a mount it
 does not have, with the drain option on. Each fault must be caught and named, the healthy node must pass with
 its hardware checks skipped for a reason, and ts-compute1 must end drained with the failed check as reason."""

@@ -1,7 +1,7 @@
 """scripts/sdist_wheels.py: a pin PyPI publishes only as source becomes a wheel in the wheelhouse, built in
 the environment its build needs, byte for byte the same on a second build (so a lock can pin its hash), and
-not built again when the wheelhouse holds it. The sdist is a real one, made here with setuptools; the builds
-run pip itself, without build isolation (no index needed); two builds take about 40 s here, hence slow.
+not built again when the wheelhouse holds it. The sdist is a real one, made by the test with setuptools; the
+builds run pip itself, without build isolation (no index needed); two builds take about 40 s, hence slow.
 """
 
 from __future__ import annotations

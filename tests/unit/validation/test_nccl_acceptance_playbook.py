@@ -76,7 +76,10 @@ def test_the_default_benchmark_launches_through_training_job(play, tmp_path):
     done, out, result, argv = play("collectives.srun-label.txt", "-e", "nccl_acceptance_threshold_gbps=0.2")
     assert done.returncode != 0 and result == {} and argv == []
     assert "nccl_acceptance: the all-node job could not be launched" in out and "sinfo" in out
-    assert "TASK [trainstack.cluster.training_job : Check the launch inputs]" in done.stdout
+    assert (
+        "TASK [trainstack.cluster.training_job : Check the request and plan the launch (on the controller)]"
+        in done.stdout
+    )
 
 
 def test_a_given_command_runs_through_srun_and_a_missing_summary_is_a_cut_run(play, tmp_path):

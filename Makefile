@@ -241,7 +241,7 @@ testcase-locks: | venv ## resolve each test case's pins into a hash-pinned requi
 bench-launch: setup wheelhouse ## launch overhead on the lab vs bare sbatch (bench/results/launch_overhead.json)
 	$(BIN)/ansible-playbook trainstack.cluster.lab_up >/dev/null
 	$(BIN)/ansible-playbook trainstack.cluster.slurm_cluster -i inventories/local >/dev/null
-	$(PY) bench/launch_overhead/run.py
+	$(PY) -m bench.launch_overhead.run
 
 # ---------------------------------------------------------------- ansible-test
 # ansible-test needs the tree under ansible_collections/<ns>/<name> and a pip bootstrap script that this

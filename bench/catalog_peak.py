@@ -6,7 +6,7 @@ reads the peak here: the committed result then says which figure it was divided 
 same one. Standard library only, since a GPU machine's torch Python has neither Ansible nor the collection
 installed: the catalog loader and its generated data module are loaded by path.
 
-    python3 bench/catalog_peak.py p5en.48xlarge     # prints 989.4
+    python3 -m bench.catalog_peak p5en.48xlarge     # prints 989.4
 """
 
 from __future__ import annotations

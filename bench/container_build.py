@@ -3,10 +3,10 @@
 Cold: none of the flavours' layers is built (their images are removed first, so every layer is built again;
 the download caches and the cached Debian 12 root filesystem are the machine's, as in a rebuild after a change
 to the stack). Warm: the same run again, nothing changed, so every layer is reused and nothing is pushed. Both
-runs push to a fresh registry on the lab bridge (tests/integration/image/lab_registry.py), so the cold run's
+runs push to a fresh registry on the lab bridge (scripts/lab_registry.py), so the cold run's
 time includes the push. Writes JSON (and a PNG when matplotlib is there) to bench/results/.
 
-    python bench/container_build.py [--stack ts-2026.10] [--registry-dir /tmp/registry]
+    python -m bench.container_build [--stack ts-2026.10] [--cold-seconds S]
 """
 
 from __future__ import annotations
@@ -17,15 +17,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.integration.image import lab_registry  # noqa: E402 - the repository root is put on the path first
+from bench.support.lab import REPO
+from scripts import lab_registry
 
 FLAVOURS = ("base", "pytorch")
 

@@ -9,8 +9,8 @@ script reads them and writes, side by side, tokens/s, the spread of step times, 
 must agree) and the image's import time from the job log (``trainstack: container ready in N s``), as JSON
 and a PNG.
 
-Usage: ``container_launch.py --image-run DIR --nodes-run DIR --out bench/results/NAME`` (writes NAME.json and
-NAME.png; matplotlib for the plot).
+Usage: ``python -m bench.container_launch --image-run DIR --nodes-run DIR --out bench/results/NAME`` (writes
+NAME.json and NAME.png; matplotlib for the plot).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ FP8 run's MFU is "bf16 work done per second" and its gain reads directly.
 Parity rule: the mean loss over the last ``--tail`` steps of the FP8 run lies within ``--tolerance``
 (relative) of the bf16 run's. Each step sees a different batch, so single steps are too noisy to compare.
 
-    python3 bench/fp8_parity.py --steps 300 --output gpu-results/fp8_parity_llama3_2_1b.json
+    python3 -m bench.fp8_parity --steps 300 --output gpu-results/fp8_parity_llama3_2_1b.json
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import catalog_peak
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "testcases" / "pytorch" / "fsdp" / "train.py"
-sys.path.insert(0, str(ROOT / "bench"))
-import catalog_peak  # noqa: E402 - bench/ is on the path only from the line above
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Plot bus bandwidth against message size from ``nccl/collectives`` summaries (one line per op and file).
 
-Usage: ``nccl_plot.py OUT.png SUMMARY.json [SUMMARY.json ...]``. Needs matplotlib (``pip install
-matplotlib``); kept apart from the test case so the test case itself needs nothing but torch.
+Usage: ``python3 -m bench.nccl_plot OUT.png SUMMARY.json [SUMMARY.json ...]``. Needs matplotlib
+(``pip install matplotlib``); kept apart from the test case so the test case itself needs nothing but torch.
 ``plot_comparison`` draws the nccl-tests vs test case document of ``nccl_tests_compare.py``.
 """
 
@@ -15,14 +15,14 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     """Read the summaries, draw busbw (GB/s) on a log2 size axis, save the PNG."""
+    if len(argv) < 2:  # the usage needs no matplotlib
+        print(__doc__, file=sys.stderr)
+        return 2
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    if len(argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
     target, sources = Path(argv[0]), [Path(p) for p in argv[1:]]
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for source in sources:

@@ -5,11 +5,12 @@ Why through the acceptance parser (``roles/node_health/files/nccl_tests_output.p
 own: the figures committed here are then exactly what the acceptance check would read from the same output,
 and the unit tests that parse this real output guard that parser against the tool's true layout.
 
-Usage: ``nccl_tests_compare.py RAW_DIR OUT.json [OUT.png]`` (the plot needs matplotlib).
+Usage: ``python3 -m bench.nccl_tests_compare RAW_DIR OUT.json [OUT.png]`` (the plot needs matplotlib).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -31,13 +32,17 @@ AVG_LINE = re.compile(r"^# Avg bus bandwidth.*$", re.M)
 
 
 def _parser() -> ModuleType:
-    """The acceptance parser, imported the way its callers on the nodes do: by plain name, from its folder."""
-    folder = str(ROOT / "roles/node_health/files")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import nccl_tests_output
-
-    return nccl_tests_output
+    """The acceptance parser, loaded from the role's file under the plain name its callers on the nodes import
+    it by (registered first: dataclasses look their module up), so one copy serves every reader here."""
+    name = "nccl_tests_output"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "roles/node_health/files" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _parsed(text: str, op: str, source: Path) -> dict[str, object]:
@@ -133,8 +138,7 @@ def main(argv: list[str]) -> int:
     document = build(Path(argv[0]).resolve())
     Path(argv[1]).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     if len(argv) == 3:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from nccl_plot import plot_comparison
+        from bench.nccl_plot import plot_comparison
 
         plot_comparison(document, Path(argv[2]))
     return 0

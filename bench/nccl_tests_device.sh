@@ -11,7 +11,7 @@
 # MAX_BYTES is nccl-tests' -e spelling (default 8G). Writes into OUT_DIR: one <program>.txt per nccl-tests
 # program, collectives.txt and collectives.json (the test case's table and summary), build.log,
 # versions.txt (nvcc, NCCL, torch, GPU), nvidia-smi-q.txt (the header of nvidia-smi -q) and commands.txt
-# (every command as run). bench/nccl_tests_compare.py turns that directory into the comparison JSON and plot.
+# (every command as run). python3 -m bench.nccl_tests_compare turns that directory into the comparison JSON and plot.
 #
 # Environment: PYTHON (python3), NVCC (nvcc on PATH, else /usr/local/cuda/bin/nvcc), ARCHS (SM versions
 # to build, "80 90 100": those this nvcc cannot build are left out), NGPUS (every visible GPU).

@@ -5,8 +5,8 @@ marker comments is made here, from the newest complete ``train_throughput`` JSON
 least one baseline (by its ``date_utc``), with bench/train_report.py's table, so the page cannot drift from
 the committed files. Standard library only.
 
-    python3 bench/perf_table.py            # rewrite the block in docs/performance.md
-    python3 bench/perf_table.py --check    # exit 1, with a diff, when the block is not what the JSON gives
+    python3 -m bench.perf_table            # rewrite the block in docs/performance.md
+    python3 -m bench.perf_table --check    # exit 1, with a diff, when the block is not what the JSON gives
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import train_report
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import train_report  # noqa: E402 - bench/ is on the path only from the line above
 
 DOC = ROOT / "docs" / "performance.md"
 RESULTS = ROOT / "bench" / "results"
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             text.splitlines(keepends=True), wanted.splitlines(keepends=True), str(args.doc), "rendered"
         )
         sys.stderr.writelines(diff)
-        print(f"{args.doc} is stale: run python3 bench/perf_table.py", file=sys.stderr)
+        print(f"{args.doc} is stale: run python3 -m bench.perf_table", file=sys.stderr)
         return 1
     args.doc.write_text(wanted, encoding="utf-8")
     print(f"{args.doc}: comparison rewritten")

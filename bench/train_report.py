@@ -5,11 +5,11 @@ Why a module of its own: the benchmark writes the comparison into its JSON and d
 docs/performance.md's table is rendered from the same JSON by the same code, so the page cannot drift from
 the committed file. Standard library only, except matplotlib for the plot.
 
-    python3 bench/train_report.py table bench/results/train_throughput_llama3_2_1b.json   # Markdown
-    python3 bench/train_report.py plot RESULT.json OUT.png
-    python3 bench/train_report.py energy RESULT.json GPU_CLOCKS.csv   # JSON: watts, joules per step, tokens/J
-    python3 bench/train_report.py testcases-collect DIR OUT.json [RUN...]   # the runs' summaries in one JSON
-    python3 bench/train_report.py testcases RESULT.json            # Markdown: the test cases side by side
+    python3 -m bench.train_report table bench/results/train_throughput_llama3_2_1b.json   # Markdown
+    python3 -m bench.train_report plot RESULT.json OUT.png
+    python3 -m bench.train_report energy RESULT.json GPU_CLOCKS.csv   # JSON: watts, joules per step, tokens/J
+    python3 -m bench.train_report testcases-collect DIR OUT.json [RUN...]   # the runs' summaries in one JSON
+    python3 -m bench.train_report testcases RESULT.json            # Markdown: the test cases side by side
 """
 
 from __future__ import annotations

@@ -52,12 +52,11 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from bench import catalog_peak, train_report
+
 ROOT = Path(__file__).resolve().parents[1]
 FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
 sys.path.insert(0, str(FSDP_DIR))
-sys.path.insert(0, str(ROOT / "bench"))
-import catalog_peak  # noqa: E402 - bench/ is on the path only from the line above
-import train_report  # noqa: E402 - likewise
 from fsdp_llama.config import TrainConfig  # noqa: E402 - the test case's directory is on the path above
 
 RESULT_PREFIX = "BENCH_RESULT "
@@ -619,7 +618,8 @@ def child_main(spec: dict[str, Any]) -> None:
 def launch(spec: dict[str, Any], timeout: int, log_dir: Path) -> dict[str, Any]:
     """One child process; its whole output goes to a log, its result line is parsed."""
     log = log_dir / f"{spec['name']}_b{spec['batch_size']}.log"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    # The child finds the package as this process did (its working directory or PYTHONPATH, both inherited).
+    cmd = [sys.executable, "-m", "bench.train_throughput", "--child", json.dumps(spec)]
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)

@@ -7,7 +7,7 @@ test-fabric: setup ## fabric/storage roles: unit tests, host loop-device test (m
 	@$(call molecule_each,$(call scenarios,--suite test --component fabric))
 
 fabric-mirror-up: setup ## serve the fabric roles' stand-in mirror on the lab bridge (10.77.0.1:8671)
-	$(PY) tests/integration/fabric/mirror.py up --dir $(FABRIC_MIRROR_DIR) --stack stacks/$(STACK).yml
+	$(PY) scripts/fabric_mirror.py up --dir $(FABRIC_MIRROR_DIR) --stack stacks/$(STACK).yml
 
 fabric-mirror-down: setup ## stop the fabric mirror's HTTP server
-	$(PY) tests/integration/fabric/mirror.py down --dir $(FABRIC_MIRROR_DIR)
+	$(PY) scripts/fabric_mirror.py down --dir $(FABRIC_MIRROR_DIR)

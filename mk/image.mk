@@ -37,7 +37,7 @@ image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slu
 	$(PACKER) build -only 'ami.*' -var flavour=$(IMAGE_FLAVOUR) $(PACKER_VARS) packer
 
 bench-image: setup ## cold vs warm local image build time and size (JSON in bench/results/)
-	$(PY) bench/image_build/bench_image_build.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
+	$(PY) -m bench.image_build.bench_image_build --flavour $(IMAGE_FLAVOUR) --stack $(STACK)
 
 # The local image the integration tests share. make test builds it beside the lab's tests and hands its directory
 # to them (TRAINSTACK_TEST_IMAGE); they wait for build.log (success) or build.failed (the build's output); a plain

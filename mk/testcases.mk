@@ -16,4 +16,4 @@ testcase-nccl: setup ## run nccl/collectives on 2 local CPU processes (gloo), up
 	  collectives.py --max-bytes 1M --summary-json $(CURDIR)/build/testcases/nccl.json
 
 bench-train-throughput: setup ## HF eager/FSDP2/compile vs ours on one GPU (needs CUDA; JSON in bench/results/)
-	$(PY) bench/train_throughput.py --profile --output bench/results/train_throughput_llama3_2_1b.json
+	$(PY) -m bench.train_throughput --profile --output bench/results/train_throughput_llama3_2_1b.json

@@ -4,43 +4,35 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import re
 import shlex
-import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
+
+# The lab's and moto's helpers are product code, shared with the benchmarks (bench/support); re-exported here
+# so that a test finds every helper in one place.
+from bench.support.lab import LAB_KEY as LAB_KEY
+from bench.support.lab import LAB_SSH as LAB_SSH
+from bench.support.lab import VENV_BIN as VENV_BIN
+from bench.support.lab import ansible_env as ansible_env
+from bench.support.moto import MOTO_KEYS as MOTO_KEYS
+from bench.support.moto import MotoServer as MotoServer
+from bench.support.moto import free_port as free_port
+from bench.support.moto import start_moto as start_moto
 
 if TYPE_CHECKING:
     from ansible.template import Templar
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = REPO / ".venv" / "bin"
-LAB_KEY = Path("/var/lib/trainstack/lab/ssh/id_ed25519")
 # Held by the process that runs the own_nodes tests beside the lab's own tests (make integration-own-nodes):
 # the lab's teardown takes it first, so that it never removes the bridge under their nodes.
 OWN_NODES_LOCK = REPO / ".cache" / "own-nodes.lock"
-
-
-def ansible_env(**extra: str) -> dict[str, str]:
-    """Environment in which ansible-* commands resolve trainstack.cluster from this checkout."""
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".cache" / "collections"),
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    env.update(extra)
-    return env
 
 
 def run(
@@ -101,22 +93,6 @@ def init_ansible_plugins() -> None:
         return
     init_plugin_loader([str(REPO / ".cache" / "collections")])
     _AnsibleCollectionFinder._trainstack_initialised = True
-
-
-# How tests and benchmarks reach lab nodes: root over SSH with the lab key; node host keys are made per boot.
-LAB_SSH = [
-    "ssh",
-    "-i",
-    str(LAB_KEY),
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "ConnectTimeout=10",
-    "-o",
-    "LogLevel=ERROR",
-]
 
 
 def lab_ssh(address: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -246,74 +222,7 @@ def serve_directory(root: Path, host: str = "127.0.0.1") -> Iterator[tuple[str, 
 
 # ------------------------------------------------------------------ moto, the AWS stand-in
 # Tests that talk to AWS talk to a real moto HTTP server in a child process (one per test module or session),
-# through the same clients and Ansible modules a user runs; only the endpoint differs.
-MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-@dataclass
-class MotoServer:
-    """A real moto HTTP server in a child process; tests and benchmarks talk to it like to AWS."""
-
-    url: str
-    process: subprocess.Popen
-
-    def client(self, service: str, region: str) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        # Long read timeout, no retries: a busy shared machine must not turn a slow answer into a repeat.
-        config = Config(read_timeout=900, retries={"max_attempts": 1, "mode": "standard"})
-        return boto3.client(
-            service,
-            region_name=region,
-            endpoint_url=self.url,
-            config=config,
-            aws_access_key_id=MOTO_KEYS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=MOTO_KEYS["AWS_SECRET_ACCESS_KEY"],
-        )
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_moto(
-    log: Path | None = None, env: dict[str, str] | None = None, server: Path | None = None
-) -> MotoServer:
-    """Start moto_server on a free loopback port and wait until it answers; ``env`` adds to its environment
-    (e.g. MOTO_IAM_LOAD_MANAGED_POLICIES=true, without which moto knows no AWS managed policy); ``server`` is
-    a script that adds to moto what it lacks and runs its server with moto_server's arguments."""
-    port = free_port()
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
-    command = [str(VENV_BIN / "python"), str(server)] if server else [str(VENV_BIN / "moto_server")]
-    process = subprocess.Popen(
-        [*command, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=out,
-        stderr=out,
-        env={**os.environ, **(env or {})},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).read()
-            return MotoServer(url, process)
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {process.returncode}") from None
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("moto_server did not answer within 30 s")
+# started by start_moto (bench/support/moto.py, re-exported above).
 
 
 def moto_aws_env(url: str, **extra: str) -> dict[str, str]:

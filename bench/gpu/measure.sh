@@ -41,7 +41,7 @@ run_bench() {
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  "$PY" bench/train_throughput.py --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+  "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?
@@ -181,10 +181,10 @@ side_step() {
         "$DEPS/megatron" > "$dir/megatron_launch.txt" 2>&1 || return 1
       find "$dir/launch" -path '*megatron-1b-h200*' -name summary.json -exec cp {} "$dir/megatron_launched.json" \; ;;
     titan_parity)
-      PYTHONPATH="$DEPS/titan" "$PY" bench/testcase_parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
+      PYTHONPATH="$DEPS/titan" "$PY" -m bench.testcase_parity --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
     megatron_checks)
       # megatron-core's distributed optimizer through the resume; the first-step parity runs beside it.
-      PYTHONPATH="$DEPS/megatron" "$PY" bench/megatron_parity.py --output "$dir/megatron_parity.json" \
+      PYTHONPATH="$DEPS/megatron" "$PY" -m bench.megatron_parity --output "$dir/megatron_parity.json" \
         > "$dir/megatron_parity.log" 2>&1 & local parity=$! rc=0
       resume_check "$dir" megatron testcases/megatron/gpt/train.py --distributed-optimizer true || rc=1
       wait "$parity" || rc=1
@@ -203,7 +203,7 @@ launched_args() {
 }
 
 # side_by_side NAME STEP...: the steps under $OUT/NAME (TS_STEPS replaces the list), then one JSON of them all,
-# $OUT/NAME/testcases_NAME.json, rendered by bench/train_report.py testcases.
+# $OUT/NAME/testcases_NAME.json, rendered by `python3 -m bench.train_report testcases`.
 side_by_side() {
   local name=$1 dir="$OUT/$1" rc=0 step started left status runs=()
   shift
@@ -227,7 +227,7 @@ side_by_side() {
       *) runs+=("${step}_direct") ;;
     esac
   done
-  "$PY" bench/train_report.py testcases-collect "$dir" "$dir/testcases_$name.json" "${runs[@]}" || rc=1
+  "$PY" -m bench.train_report testcases-collect "$dir" "$dir/testcases_$name.json" "${runs[@]}" || rc=1
   return "$rc"
 }
 
@@ -248,7 +248,7 @@ if [ "$#" -eq 0 ]; then
   echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|all..." >&2
   exit 2
 fi
-PEAK=$("$PY" bench/catalog_peak.py "$INSTANCE_TYPE") || exit 2
+PEAK=$("$PY" -m bench.catalog_peak "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 # Only the parts that run Ansible or pytest need them: tests, launch, verify and the launched sub-steps.

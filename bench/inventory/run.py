@@ -7,6 +7,11 @@ plugins so that drift of the machine hits both alike. Timings go to JSON; nothin
 
 Stand-in: moto in server mode plays EC2. Its server costs about 3 ms per instance returned, which both
 plugins pay on the cold path; the bare paginated describe_instances time is recorded for that reason.
+
+    python -m bench.inventory.run [--clusters 50 --compute 99 --rounds 3 --out bench/results/inventory.json]
+
+(`make bench-inventory`). The moto server and the fleet's builders are the ones the inventory tests use
+(bench/support).
 """
 
 from __future__ import annotations
@@ -25,13 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # tests.support: the moto server
-sys.path.insert(0, str(ROOT / "tests" / "integration" / "inventory"))
-
-import moto_fleet  # noqa: E402  (shared moto helpers live with the integration tests)
-
-from tests.support import MotoServer, start_moto  # noqa: E402  (the moto server every AWS test starts)
+from bench.support import moto_fleet
+from bench.support.lab import REPO
+from bench.support.moto import MotoServer, start_moto
 
 REGIONS = ("us-east-1", "us-west-2")
 QUEUES = (("train", "p5", "p5.48xlarge"), ("eval", "p4d", "p4d.24xlarge"), ("cpu", "c5", "c5.24xlarge"))
@@ -211,14 +212,14 @@ def versions() -> dict[str, str]:
         "ansible-core": version("ansible-core"),
         "amazon.aws": json.loads(
             (
-                ROOT / ".venv/lib/python3.11/site-packages/ansible_collections/amazon/aws/MANIFEST.json"
+                REPO / ".venv/lib/python3.11/site-packages/ansible_collections/amazon/aws/MANIFEST.json"
             ).read_text()
         )["collection_info"]["version"],
         "moto": version("moto"),
         "boto3": version("boto3"),
         "cpus": str(len(__import__("os").sched_getaffinity(0))),
         "commit": subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
             capture_output=True,
             text=True,
             check=False,
@@ -232,7 +233,7 @@ def main() -> int:
     parser.add_argument("--clusters", type=int, default=50)
     parser.add_argument("--compute", type=int, default=99, help="compute nodes per cluster")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "inventory.json")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "inventory.json")
     args = parser.parse_args()
     # SIGTERM (make interrupted, a kill) must still stop the moto server through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -258,7 +259,7 @@ def main() -> int:
         server.stop()
     report = {
         "benchmark": "inventory: trainstack.cluster.ec2_cluster vs amazon.aws.aws_ec2 (moto server)",
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": " ".join(["python", "-m", "bench.inventory.run", *sys.argv[1:]]),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": versions(),
         "fleet": fleet,

@@ -5,6 +5,8 @@ Measures, per launch of an already-staged test case: seconds from `ansible-playb
 RUNNING, and from the job leaving the queue to the playbook having the results on the controller. Job state
 is sampled by polling squeue on the head node over one multiplexed SSH connection (about every 50 ms).
 Writes JSON (medians and every sample) to bench/results/launch_overhead.json.
+
+    python -m bench.launch_overhead.run [--runs 5]      # make bench-launch
 """
 
 from __future__ import annotations
@@ -20,9 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-from tests.support import LAB_SSH, VENV_BIN, ansible_env  # noqa: E402
+from bench.support.lab import LAB_SSH, REPO, VENV_BIN, ansible_env
 
 HEAD = "root@10.77.0.11"
 # One multiplexed connection for the ~50 ms squeue polls.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.inventory.moto_fleet import plain
+from bench.support.moto_fleet import plain
 from tests.support import VENV_BIN, MotoServer, playbook, run, start_moto
 
 from .pcluster_fleet import Cluster, inventory_env, launch_clusters, write_inventory

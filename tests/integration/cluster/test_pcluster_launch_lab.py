@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.inventory.moto_fleet import plain
+from bench.support.moto_fleet import plain
 from tests.integration.launch.conftest import lab_ready, nothing_submitted, results_dir
 from tests.support import REPO, VENV_BIN, on_lab_node, playbook, run, start_moto
 

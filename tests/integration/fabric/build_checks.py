@@ -12,7 +12,7 @@ import json
 import re
 import tarfile
 
-import mirror
+from scripts import fabric_mirror
 
 # The symbols NCCL 2.29's net plugin lookup asks for, newest first (src/plugin/net/net_v*.cc: dlsym of
 # ncclNetPlugin_v11 down to _v6); it takes the first one the library exports.
@@ -27,7 +27,7 @@ PLUGIN_NEEDED = re.compile(
 
 def release_programs(version: str) -> set[str]:
     """Every program nccl-tests' own src/Makefile builds (BIN_FILES_LIST), read from the release source."""
-    tarball = mirror.default_upstream() / f"nccl-tests-{version}.tar.gz"
+    tarball = fabric_mirror.default_upstream() / f"nccl-tests-{version}.tar.gz"
     with tarfile.open(tarball) as tar:
         makefile = tar.extractfile(f"nccl-tests-{version}/src/Makefile").read().decode()
     names = re.search(r"^BIN_FILES_LIST := (.+)$", makefile, re.MULTILINE).group(1).split()

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.fabric import mirror, probe_image
-from tests.integration.image import lab_registry
+from scripts import fabric_mirror as mirror
+from scripts import lab_registry
+from tests.integration.fabric import probe_image
 from tests.support import (
     REPO,
     VENV_BIN,

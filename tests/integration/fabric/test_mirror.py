@@ -1,32 +1,19 @@
-"""The fabric mirror helper: the real release sources, reproducible stand-ins only where there is no public
-source, a lock the artifact layer trusts, tampering refused."""
+"""The fabric mirror (scripts/fabric_mirror.py): the real release sources, reproducible stand-ins only where
+there is no public source, a lock the artifact layer trusts, tampering refused."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import socket
-import sys
 import tarfile
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch
 
+from scripts import fabric_mirror as mirror
 from tests.support import REPO
 
-
-def _mirror() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fabric_mirror", Path(__file__).parent / "mirror.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-mirror = _mirror()
 CURRENT = (REPO / "stacks" / "current").read_text().strip()
 STACK = REPO / "stacks" / f"{CURRENT}.yml"
 PREVIOUS = REPO / "stacks" / "ts-2026.10.yml"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.image import lab_registry
+from scripts import lab_registry
 from tests.support import free_port
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

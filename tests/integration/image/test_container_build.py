@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts import lab_registry
 from tests.support import REPO, ansible_env, lab_ssh, run
-
-from . import lab_registry
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,10 +14,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import moto_fleet  # helper module next to this file, shared with bench/inventory
-from moto_fleet import KEYS, plain
-
+from bench.support import moto_fleet
+from bench.support.moto_fleet import KEYS, plain
 from tests.support import MotoServer, start_moto
 
 

@@ -11,8 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import moto_fleet
 import pytest
+
+from bench.support import moto_fleet
 
 ONE_REGION = """
 plugin: trainstack.cluster.ec2_cluster

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-import moto_fleet
 import pytest
-from moto_fleet import plain
 
+from bench.support import moto_fleet
+from bench.support.moto_fleet import plain
 from tests.support import start_moto
 
 pytestmark = pytest.mark.moto

@@ -11,9 +11,9 @@ import json
 import subprocess
 from pathlib import Path
 
-import moto_fleet
 import pytest
 
+from bench.support import moto_fleet
 from tests.support import VENV_BIN, playbook
 
 from .test_ec2_cluster_inventory import ALL_KINDS

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import perf_table, train_report
 
-import perf_table  # noqa: E402 - bench/ is on the path only from the line above
-import train_report  # noqa: E402 - likewise
+ROOT = Path(__file__).resolve().parents[3]
 
 DOC = ROOT / "docs" / "performance.md"
 
@@ -54,9 +51,9 @@ PAGE = "# Page\n\nbefore\n\n<!-- perf-table:start -->\nold\n<!-- perf-table:end 
 
 
 def test_the_docs_block_is_the_newest_json_rendered() -> None:
-    """The committed page holds exactly what the committed JSON renders; run bench/perf_table.py if not."""
+    """The committed page holds exactly what the committed JSON renders (python3 -m bench.perf_table)."""
     text = DOC.read_text(encoding="utf-8")
-    assert perf_table.replace_block(text, perf_table.render()) == text, "run: python3 bench/perf_table.py"
+    assert perf_table.replace_block(text, perf_table.render()) == text, "run: python3 -m bench.perf_table"
 
 
 def test_check_fails_on_a_table_edited_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import train_report
 
-import train_report  # noqa: E402 - bench/ is on the path only from the line above
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _row(name: str, tokens: float | None, error: str = "") -> dict[str, object]:

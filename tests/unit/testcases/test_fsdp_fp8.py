@@ -6,9 +6,6 @@ The rule (compute capability 8.9 or newer) is checked against every GPU type of 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from fsdp_llama import fp8
@@ -17,8 +14,7 @@ from fsdp_llama.loop import build_model
 from fsdp_llama.model import Transformer
 from fsdp_llama.parallel import init_distributed
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-import catalog_peak
+from bench import catalog_peak
 
 CATALOG = catalog_peak.catalog()
 

@@ -14,10 +14,11 @@ import re
 
 import pytest
 
+from bench import nccl_tests_compare as compare
+
 from .conftest import ROOT, load
 
 out = load(ROOT / "roles/node_health/files/nccl_tests_output.py", "nccl_tests_output")
-compare = load(ROOT / "bench/nccl_tests_compare.py", "nccl_tests_compare")
 
 RAW = ROOT / "bench/results/nccl_tests_h200_raw"
 COMPARISON = ROOT / "bench/results/nccl_tests_vs_collectives_1xh200.json"

@@ -1,7 +1,7 @@
 """Reading an image's stack record from a registry, and the driver rule on it.
 
 The registry is real: Debian's docker-registry (distribution), the lab's registry program, started on a free
-loopback port by tests/integration/image/lab_registry.py. Images are pushed to it through its HTTP API v2 the
+loopback port by scripts/lab_registry.py. Images are pushed to it through its HTTP API v2 the
 way buildah pushes them (blobs, then an OCI manifest with the trainstack annotations), so what is read back
 are the registry's own bytes, digests and 404s. The driver rule is stacks/rules.yml's. docker-registry has no
 token service of its own: the token and Basic challenges (Docker Hub, NGC, Amazon ECR) are answered by a small

@@ -5,8 +5,10 @@ lab's network and needs no package in the head node, which the lab recreates; th
 bridge (10.77.0.1), which is how enroot on a node will pull from it. Plain HTTP: the registry is on the
 private lab bridge only (build_container.yml then asks for container_registry_allow_http).
 
-    python tests/integration/image/lab_registry.py up --dir DIR [--bind 10.77.0.1 --port 8673]
-    python tests/integration/image/lab_registry.py down --dir DIR
+    python scripts/lab_registry.py up --dir DIR [--bind 10.77.0.1 --port 8673]
+    python scripts/lab_registry.py down --dir DIR
+
+The container tests and bench/container_build.py import it as `scripts.lab_registry`.
 """
 
 from __future__ import annotations

@@ -2,16 +2,17 @@
 
 moto has no AWS PCS backend and no ParallelCluster: both are represented by EC2 instances carrying the tags
 those services write (which is also how the plugin finds them on real AWS). HyperPod clusters are created
-through moto's SageMaker create_cluster.
+through moto's SageMaker create_cluster. The inventory plugin's tests and its benchmark (bench/inventory)
+build their fleets with these.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
+from bench.support.lab import REPO, VENV_BIN
+
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -29,15 +30,14 @@ def plain(value: Any) -> Any:
 
 def clean_aws_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for ansible-inventory: no host AWS config, no instance metadata, the collection on path."""
-    root = Path(__file__).resolve().parents[3]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ANSIBLE_"))}
     env.update(
         {
             "AWS_CONFIG_FILE": "/nonexistent/aws-config",
             "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
             "AWS_EC2_METADATA_DISABLED": "true",
-            "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(root / ".cache" / "collections"),
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"),
             "ANSIBLE_INVENTORY_ENABLED": "trainstack.cluster.ec2_cluster,amazon.aws.aws_ec2",
             "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
             "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "true",

@@ -1,0 +1,1 @@
+"""launch_training's overhead on the lab against a bare sbatch: ``python -m bench.launch_overhead.run``."""

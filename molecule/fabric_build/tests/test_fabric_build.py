@@ -1,6 +1,6 @@
 """Verifier for the real aws-ofi-nccl and nccl-tests builds: what the roles compiled from the release sources.
 
-Everything here is real: the sources (`git archive` of each tag, served by tests/integration/fabric/mirror.py
+Everything here is real: the sources (`git archive` of each tag, served by scripts/fabric_mirror.py
 with the sha256 the stack's lock records), nvcc 13.2 and the CUDA runtime from NVIDIA's PyPI wheels, NCCL
 from the stack's nvidia-nccl-cu13 wheel (the nccl role), Debian's libfabric, hwloc and Open MPI. There is no
 GPU: the nccl-tests programs run up to the point where they need a CUDA driver, as far as a lab takes them.

@@ -19,6 +19,7 @@ meant to change; say so in the commit).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -44,21 +45,9 @@ LAST_MODULES = {
     f"trainstack.cluster.{name}"
     for name in ("batch_cluster", "eks_cluster", "hyperpod_cluster", "pcs_cluster", "pcluster_config")
 }
-# What the playbooks pass them (the rest are the modules' own defaults and the AWS connection's).
-PASSED = (
-    "state",
-    "foundation",
-    "ami_id",
-    "image",
-    "test_cases",
-    "launch_template",
-    "launch_templates",
-    "render_only",
-    "dest",
-    "endpoint_url",
-    "wait_timeout",
-    "poll_interval",
-)
+# Arguments that are the same for every case or long and kept elsewhere: the spec (cluster_spec's, unchanged
+# here), the collection's directories.
+NOT_KEPT = {"spec", "stacks_dir", "testcases_dir"}
 KEPT = ("requests", "request", "provisioning_parameters", "not_rendered", "created", "deleted", "text")
 OTHER_OWNER = '{"%s_ami_owners": ["111122223333"]}'
 GIVEN_AMI = "ami-0abcdef0123456789"
@@ -318,15 +307,32 @@ def run_case(case: Case, world: World, tmp_path: Path) -> tuple[int, dict[str, A
         ) from None
 
 
-def _kept(result: dict[str, Any]) -> dict[str, Any]:
-    """What a last module decided: its arguments (what the playbook passed) and what it rendered."""
+def task_options(playbook_name: str) -> dict[str, set[str]]:
+    """Task name -> the options the playbook's task sets, for its last modules: the golden keeps those
+    arguments only, so that a default a module changes on its own leaves the goldens alone."""
+    found: dict[str, set[str]] = {}
+
+    def walk(tasks: list[dict[str, Any]]) -> None:
+        for task in tasks:
+            for part in ("block", "rescue", "always"):
+                walk(task.get(part, []))
+            for module in LAST_MODULES & set(task):
+                found[task["name"]] = set(task[module])
+
+    for play in yaml.safe_load((REPO / "playbooks" / f"{playbook_name}.yml").read_text()):
+        walk(play.get("tasks", []))
+    return found
+
+
+def _kept(result: dict[str, Any], options: set[str]) -> dict[str, Any]:
+    """What a last module decided: the arguments the playbook passed, and what it rendered."""
     kept = {key: result[key] for key in KEPT if key in result}
     passed = result.get("invocation", {}).get("module_args", {})
-    kept["module_args"] = {key: passed[key] for key in PASSED if passed.get(key) is not None}
+    kept["module_args"] = {key: passed[key] for key in sorted(options - NOT_KEPT) if key in passed}
     return kept
 
 
-def summary(rc: int, report: dict[str, Any]) -> dict[str, Any]:
+def summary(rc: int, report: dict[str, Any], options: dict[str, set[str]]) -> dict[str, Any]:
     """The golden of one run: the last modules' arguments and renders, the closing messages, the refusal."""
     found: dict[str, Any] = {"rc": rc, "last_modules": [], "said": [], "refused": []}
     for play in report["plays"]:
@@ -338,7 +344,7 @@ def summary(rc: int, report: dict[str, Any]) -> dict[str, Any]:
                 failed = [item for item in result.get("results", []) if item.get("failed")] or [result]
                 found["refused"] += [" ".join(str(item.get("msg", "")).split()) for item in failed]
             elif result.get("action") in LAST_MODULES:
-                found["last_modules"].append(_kept(result))
+                found["last_modules"].append(_kept(result, options[task["task"]["name"]]))
             elif result.get("action") == "ansible.builtin.debug" and task["task"]["name"].startswith(
                 "Say what"
             ):
@@ -364,13 +370,20 @@ def normalise(found: dict[str, Any], world: World, tmp_path: Path) -> dict[str, 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=c.marks) for c in CASES])
 def test_the_playbook_gives_its_golden(case: Case, world: World, tmp_path: Path) -> None:
     rc, report = run_case(case, world, tmp_path)
-    found = normalise(summary(rc, report), world, tmp_path)
+    found = normalise(summary(rc, report, task_options(case.playbook)), world, tmp_path)
     golden = GOLDENS / f"{case.name}.json"
     if WRITE:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
     assert golden.exists(), f"no golden {golden.relative_to(REPO)}: run with TRAINSTACK_WRITE_GOLDENS=1"
-    assert found == json.loads(golden.read_text())
+    expected = json.loads(golden.read_text())
+    assert found == expected, "\n".join(
+        difflib.unified_diff(_lines(expected), _lines(found), "golden", "now")
+    )
+
+
+def _lines(found: dict[str, Any]) -> list[str]:
+    return json.dumps(found, indent=2, sort_keys=True).splitlines()
 
 
 def test_every_golden_has_its_case() -> None:

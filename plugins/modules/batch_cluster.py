@@ -34,15 +34,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  path:
-    description: The spec file; give this or O(spec).
-    type: path
-  spec:
-    description: A spec as a mapping; checked again.
-    type: dict
-  stacks_dir:
-    description: The directory of the stack files (default the collection's).
-    type: path
   testcases_dir:
     description: The directory of the test cases (default the collection's C(testcases)).
     type: path
@@ -83,28 +74,25 @@ options:
     description: Where the jobs find the test cases (staged by training_job on the shared file system).
     type: str
     default: /fsx/trainstack/testcases
-  render_only:
-    description: Render and validate only; ask no AWS API (O(vcpus) then gives the vCPU counts).
-    type: bool
-    default: false
   vcpus:
-    description: vCPUs per instance type; read from EC2 when not given.
+    description: vCPUs per instance type; read from EC2 when not given (with O(render_only), give them here).
     type: dict
     default: {}
   wait_timeout:
-    description: Seconds all the waits of one run may take together; more than 0.
-    type: int
     default: 1800
-  poll_interval:
-    description: Seconds between two looks; more than 0.
-    type: int
-    default: 10
 extends_documentation_fragment:
+  - trainstack.cluster.cluster_module
+  - trainstack.cluster.cluster_module.wait
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - Supports check mode. The AMI must run the ECS agent (Batch places jobs through ECS).
+  - O(wait_timeout) is 1800 seconds by default and, left out, O(poll_interval) is 10 seconds (a compute
+    environment turns C(VALID) within minutes).
+  - With O(wait=false), the module still waits for each compute environment to be C(VALID) (Batch puts no job
+    queue on another) and for what it deletes to be gone before what that used (queue, environment, launch
+    template); only the job queues' C(VALID) is not waited for.
+  - The AMI must run the ECS agent (Batch places jobs through ECS).
 """
 
 EXAMPLES = r"""
@@ -138,9 +126,13 @@ job_queues:
   description: ARNs of the job queues by name.
   returned: with O(state=present), unless O(render_only)
   type: dict
+progress:
+  description: C(<seconds>s <resource> <status>) each time a waited-for resource changed status.
+  returned: unless O(render_only) or in check mode
+  type: list
+  elements: str
 """
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -149,12 +141,10 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
-
-from ansible_collections.trainstack.cluster.plugins.module_utils import launch_template
+from ansible_collections.trainstack.cluster.plugins.module_utils import launch_template, spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
 from ansible_collections.trainstack.cluster.plugins.module_utils.batch_render import (
     DIGEST_TAG,
     TEMPLATE_KIND,
@@ -165,36 +155,22 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.batch_render im
     resource_name,
     validate,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
-    check_run_params,
-    load_spec,
-)
 
 TESTCASES = Path(__file__).resolve().parents[2] / "testcases"
+POLL_SECONDS = 10
+HINT = "Batch goes on; run the same task again to wait once more"
 
 
-class Waiter:
-    """One clock for the run's waits; fails naming what it waited for and the last status seen."""
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-        self.start = time.monotonic()
-
-    def until(self, what: str, look: Any, wanted: str | None) -> None:
-        params = self.module.params
-        while True:
-            item = look()
-            status = item.get("status", "") if item else "gone"
-            if (wanted is None and item is None) or status == wanted:
-                return
-            if status == "INVALID":
-                self.module.fail_json(msg=f"Batch {what} is INVALID: {item.get('statusReason', '-')}")
-            if time.monotonic() - self.start >= params["wait_timeout"]:
-                self.module.fail_json(
-                    msg=f"Batch {what}: still {status} after {params['wait_timeout']} s (wait_timeout); run "
-                    "the same task again to wait once more"
-                )
-            time.sleep(params["poll_interval"])
+def _until(waiter: Waiter, what: str, look: Any, wanted: str) -> dict[str, Any] | None:
+    """An environment or queue until ``wanted``; an INVALID one ends the wait with Batch's reason."""
+    return waiter.until(
+        what,
+        look,
+        wanted,
+        status=lambda item: item.get("status", ""),
+        failed=("INVALID",),
+        reason=lambda item: item.get("statusReason", "-"),
+    )
 
 
 def compute_environment(batch: Any, name: str) -> dict[str, Any] | None:
@@ -214,12 +190,9 @@ def job_definitions(batch: Any, name: str) -> list[dict[str, Any]]:
 
 
 def template(ec2: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"][0]
-    except botocore.exceptions.ClientError as error:
-        if "NotFound" in error.response.get("Error", {}).get("Code", ""):
-            return None
-        raise
+    return or_none(
+        ec2, lambda: ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"][0]
+    )
 
 
 def _same_definition(seen: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -227,10 +200,9 @@ def _same_definition(seen: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return (seen.get("tags") or {}).get(DIGEST_TAG) == wanted["tags"][DIGEST_TAG]
 
 
-def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any]) -> dict[str, Any]:
+def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any], waiter: Waiter) -> dict[str, Any]:
     created: list[str] = []
     check = module.check_mode
-    waiter = Waiter(module)
     for request in requests["launch_templates"]:
         if template(ec2, request["LaunchTemplateName"]) is None:
             created.append(f"launch template {request['LaunchTemplateName']}")
@@ -242,8 +214,10 @@ def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any]) -> dict
             created.append(f"compute environment {name}")
             if not check:
                 batch.create_compute_environment(**request)
-        if not check:
-            waiter.until(f"compute environment {name}", lambda n=name: compute_environment(batch, n), "VALID")
+        if not check:  # even without O(wait): Batch puts no job queue on an environment that is not VALID
+            _until(
+                waiter, f"compute environment {name}", lambda n=name: compute_environment(batch, n), "VALID"
+            )
     queues = {}
     for request in requests["job_queues"]:
         name = request["jobQueueName"]
@@ -252,7 +226,8 @@ def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any]) -> dict
             if not check:
                 batch.create_job_queue(**request)
         if not check:
-            waiter.until(f"job queue {name}", lambda n=name: job_queue(batch, n), "VALID")
+            if module.params["wait"]:
+                _until(waiter, f"job queue {name}", lambda n=name: job_queue(batch, n), "VALID")
             queues[name] = job_queue(batch, name)["jobQueueArn"]
     for request in requests["job_definitions"]:
         name = request["jobDefinitionName"]
@@ -261,14 +236,17 @@ def present(module: Any, batch: Any, ec2: Any, requests: dict[str, Any]) -> dict
             created.append(f"job definition {name}")
             if not check:
                 batch.register_job_definition(**request)
-    return {"changed": bool(created), "created": created, "job_queues": queues}
+    done = {"changed": bool(created), "created": created, "job_queues": queues}
+    return done if check else {**done, "progress": waiter.progress}
 
 
-def absent(module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[str]) -> dict[str, Any]:
-    """Queues first (a compute environment in use by a queue cannot go), each disabled before its deletion."""
+def absent(
+    module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[str], waiter: Waiter
+) -> dict[str, Any]:
+    """Queues first (a compute environment in use by a queue cannot go), each disabled before its deletion;
+    each gone before what it used goes, so O(wait) changes nothing here."""
     deleted: list[str] = []
     check = module.check_mode
-    waiter = Waiter(module)
     for queue in spec["queues"]:
         name = resource_name(spec, queue)
         if job_queue(batch, name) is not None:
@@ -276,7 +254,7 @@ def absent(module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[
             if not check:
                 batch.update_job_queue(jobQueue=name, state="DISABLED")
                 batch.delete_job_queue(jobQueue=name)
-                waiter.until(f"job queue {name}", lambda n=name: job_queue(batch, n), None)
+                _until(waiter, f"job queue {name}", lambda n=name: job_queue(batch, n), GONE)
     for queue in spec["queues"]:
         name = resource_name(spec, queue)
         if compute_environment(batch, name) is not None:
@@ -284,8 +262,8 @@ def absent(module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[
             if not check:
                 batch.update_compute_environment(computeEnvironment=name, state="DISABLED")
                 batch.delete_compute_environment(computeEnvironment=name)
-                waiter.until(
-                    f"compute environment {name}", lambda n=name: compute_environment(batch, n), None
+                _until(
+                    waiter, f"compute environment {name}", lambda n=name: compute_environment(batch, n), GONE
                 )
     for queue in spec["queues"]:
         for case in cases:
@@ -300,7 +278,8 @@ def absent(module: Any, batch: Any, ec2: Any, spec: dict[str, Any], cases: list[
             deleted.append(f"launch template {name}")
             if not check:
                 ec2.delete_launch_template(LaunchTemplateName=name)
-    return {"changed": bool(deleted), "deleted": deleted}
+    done = {"changed": bool(deleted), "deleted": deleted}
+    return done if check else {**done, "progress": waiter.progress}
 
 
 _FOUNDATION = {
@@ -317,22 +296,18 @@ _FOUNDATION = {
 
 
 def argument_spec() -> dict[str, Any]:
-    return {
-        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "path": {"type": "path"},
-        "spec": {"type": "dict"},
-        "stacks_dir": {"type": "path"},
-        "testcases_dir": {"type": "path"},
-        "foundation": {"type": "dict", "options": _FOUNDATION},
-        "ami_id": {"type": "str"},
-        "image": {"type": "str"},
-        "test_cases": {"type": "list", "elements": "str", "default": list(TEST_CASES)},
-        "payload_dir": {"type": "str", "default": "/fsx/trainstack/testcases"},
-        "render_only": {"type": "bool", "default": False},
-        "vcpus": {"type": "dict", "default": {}},
-        "wait_timeout": {"type": "int", "default": 1800},
-        "poll_interval": {"type": "int", "default": 10},
-    }
+    return spec_module.argument_spec(
+        {
+            "testcases_dir": {"type": "path"},
+            "foundation": {"type": "dict", "options": _FOUNDATION},
+            "ami_id": {"type": "str"},
+            "image": {"type": "str"},
+            "test_cases": {"type": "list", "elements": "str", "default": list(TEST_CASES)},
+            "payload_dir": {"type": "str", "default": "/fsx/trainstack/testcases"},
+            "vcpus": {"type": "dict", "default": {}},
+        },
+        wait_timeout=1800,
+    )
 
 
 def _requests(module: Any, spec: dict[str, Any], vcpus: dict[str, int]) -> dict[str, Any]:
@@ -363,12 +338,10 @@ def _vcpus(module: Any, spec: dict[str, Any]) -> dict[str, int]:
     given = {key: int(value) for key, value in module.params["vcpus"].items()}
     missing = sorted({q["instance_type"] for q in spec["queues"]} - set(given))
     if missing and not module.params["render_only"]:
-        ec2 = module.client("ec2", region=spec["region"])
-        try:
+        ec2 = client(module, "ec2", spec["region"])
+        with reported(module, f"vCPUs of {', '.join(missing)} (DescribeInstanceTypes)"):
             for item in ec2.describe_instance_types(InstanceTypes=missing)["InstanceTypes"]:
                 given[item["InstanceType"]] = int(item["VCpuInfo"]["DefaultVCpus"])
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            module.fail_json_aws(error, msg=f"vCPUs of {', '.join(missing)} (DescribeInstanceTypes)")
     return given
 
 
@@ -381,14 +354,13 @@ def main() -> None:
         )
     module = AnsibleAWSModule(
         argument_spec=argument_spec(),
-        required_one_of=[("path", "spec")],
-        mutually_exclusive=[("path", "spec")],
         required_if=[("state", "present", ("foundation", "image"))],
         supports_check_mode=True,
+        **spec_module.SPEC_RULES,
     )
     params = module.params
-    check_run_params(module)
-    spec = load_spec(module)
+    spec_module.check_run_params(module)
+    spec = spec_module.load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         # Everything the spec alone decides is refused before any call, the vCPU look-up included.
@@ -399,15 +371,14 @@ def main() -> None:
             module.warn(f"not in the Batch requests: {line}")
         if params["render_only"]:
             module.exit_json(**result)
-    batch = module.client("batch", region=spec["region"])
-    ec2 = module.client("ec2", region=spec["region"])
-    try:
+    batch = client(module, "batch", spec["region"])
+    ec2 = client(module, "ec2", spec["region"])
+    waiter = Waiter.of_module(module, "Batch", POLL_SECONDS, HINT)
+    with reported(module, f"Batch environment {spec['name']}"):
         if params["state"] == "present":
-            result.update(present(module, batch, ec2, result["requests"]))
+            result.update(present(module, batch, ec2, result["requests"], waiter))
         else:
-            result.update(absent(module, batch, ec2, spec, params["test_cases"]))
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg=f"Batch environment {spec['name']}")
+            result.update(absent(module, batch, ec2, spec, params["test_cases"], waiter))
     module.exit_json(**result)
 
 

@@ -90,10 +90,10 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client as aws_client
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 
 
 def encryption(kms_key: str | None) -> dict[str, str]:
@@ -103,10 +103,9 @@ def encryption(kms_key: str | None) -> dict[str, str]:
 
 def _existing(client: Any, name: str, registry_id: str | None) -> dict[str, Any] | None:
     ids = {"registryId": registry_id} if registry_id else {}
-    try:
-        return client.describe_repositories(repositoryNames=[name], **ids)["repositories"][0]
-    except client.exceptions.RepositoryNotFoundException:
-        return None
+    return or_none(
+        client, lambda: client.describe_repositories(repositoryNames=[name], **ids)["repositories"][0]
+    )
 
 
 def ensure(module: Any, client: Any, name: str) -> tuple[dict[str, Any], bool]:
@@ -138,10 +137,9 @@ def ensure(module: Any, client: Any, name: str) -> tuple[dict[str, Any], bool]:
             client.put_image_scanning_configuration(
                 repositoryName=name, imageScanningConfiguration={"scanOnPush": params["scan_on_push"]}, **ids
             )
-    wanted = encryption(params["kms_key"])["encryptionType"]
-    have = (repo.get("encryptionConfiguration") or {}).get("encryptionType", "AES256")
-    if have != wanted:
-        module.warn(f"ECR repository {name} is encrypted with {have}, not {wanted}: ECR cannot change that")
+    wanted = {"encryption": encryption(params["kms_key"])["encryptionType"]}
+    have = {"encryption": (repo.get("encryptionConfiguration") or {}).get("encryptionType", "AES256")}
+    warn(module, f"ECR repository {name}", drift(have, wanted), "ECR cannot change that")
     return repo, changed
 
 
@@ -180,9 +178,9 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    client = module.client("ecr")
+    client = aws_client(module, "ecr")
     result: dict[str, Any] = {"changed": False, "repositories": []}
-    try:
+    with reported(module, "Amazon ECR repositories"):
         for name in module.params["names"]:
             repo, changed = ensure(module, client, name)
             result["changed"] |= changed
@@ -191,8 +189,6 @@ def main() -> None:
             )
         if module.params["login"]:
             result.update(login(client, module.params["registry_id"]))
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg="Amazon ECR repositories")
     module.exit_json(**result)
 
 

@@ -28,7 +28,6 @@ description:
   - With O(state=present), creates what does not exist yet (found by name) and waits until it is C(ACTIVE);
     an existing cluster, launch template or node group is left as it is (differences are warned about). With
     O(state=absent), deletes the node groups, then the cluster, then the launch templates, waiting for each.
-  - The cluster is made in the spec's C(region).
 version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -37,15 +36,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  path:
-    description: The spec file; give this or O(spec).
-    type: path
-  spec:
-    description: A spec as a mapping (for example C(cluster_spec)'s returned C(spec)); checked again.
-    type: dict
-  stacks_dir:
-    description: The directory of the stack files the spec's C(image.stack) names (default the collection's).
-    type: path
   foundation:
     description: What the cluster is made in (C(playbooks/eks_cluster.yml) maps the foundation's record).
     type: dict
@@ -75,24 +65,16 @@ options:
   ami_id:
     description: The C(eks-gpu) AMI, where the spec finds it by C(image.tags).
     type: str
-  render_only:
-    description: Render and validate the requests; call no AWS API.
-    type: bool
-    default: false
-  wait_timeout:
-    description: Seconds all the waits of one run may take together; more than 0.
-    type: int
-    default: 3600
-  poll_interval:
-    description: Seconds between two looks at a resource being made or deleted; more than 0.
-    type: int
-    default: 30
 extends_documentation_fragment:
+  - trainstack.cluster.cluster_module
+  - trainstack.cluster.cluster_module.wait
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - Supports check mode; it reads what exists and reports what it would create or delete.
+  - Left out, O(poll_interval) is 30 seconds (a cluster takes about ten minutes, a node group a few).
+  - With O(wait=false), the module still waits for the cluster to be C(ACTIVE) (the launch templates carry its
+    endpoint) and, with O(state=absent), for the node groups to be gone (EKS deletes no cluster that has any).
   - Kubernetes objects (the NVIDIA device plugin, the EFA device plugin, the FSx CSI driver, the Kubeflow
     training operator) are not made here; they need the cluster's API server.
 seealso:
@@ -151,7 +133,6 @@ progress:
   elements: str
 """
 
-import time
 from typing import Any
 
 try:
@@ -159,12 +140,15 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
-
-from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model, launch_template
+from ansible_collections.trainstack.cluster.plugins.module_utils import (
+    botocore_model,
+    launch_template,
+    spec_module,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
 from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render import (
     TEMPLATE_KIND,
     EksRenderError,
@@ -173,80 +157,23 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render impo
     render,
     validate,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
-    check_run_params,
-    load_spec,
-)
 
+POLL_SECONDS = 30
 FAILED = ("FAILED", "CREATE_FAILED", "DELETE_FAILED", "DEGRADED")
-
-
-class Waiter:
-    """One clock for every wait of a run; keeps each status change seen, for the result and a timeout."""
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-        self.start = time.monotonic()
-        self.progress: list[str] = []
-
-    def seen(self, what: str, status: str) -> None:
-        line = f"{int(time.monotonic() - self.start)}s {what} {status}"
-        if not any(old.split(" ", 1)[1] == f"{what} {status}" for old in self.progress[-1:]):
-            self.progress.append(line)
-
-    def until(self, what: str, look: Any, wanted: str | None) -> dict[str, Any] | None:
-        """Poll `look` until its answer has status `wanted` (or is gone, when `wanted` is None)."""
-        params = self.module.params
-        while True:
-            item = look()
-            status = item["status"] if item else "gone"
-            self.seen(what, status)
-            if (wanted is None and item is None) or (item is not None and status == wanted):
-                return item
-            if item is None:
-                self.module.fail_json(
-                    msg=f"EKS {what}: gone while waiting for {wanted}", progress=self.progress
-                )
-            if status in FAILED:
-                issues = (item.get("health") or {}).get("issues") or []
-                self.module.fail_json(
-                    msg=f"EKS {what} is {status}: {issues or '-'}", status=status, progress=self.progress
-                )
-            if time.monotonic() - self.start >= params["wait_timeout"]:
-                self.module.fail_json(
-                    msg=(
-                        f"EKS {what}: still {status} after {params['wait_timeout']} s (wait_timeout), not "
-                        f"{wanted or 'deleted'}. EKS goes on; run the same task again to wait once more, or "
-                        "watch it with aws eks describe-cluster / describe-nodegroup"
-                    ),
-                    status=status,
-                    progress=self.progress,
-                )
-            time.sleep(params["poll_interval"])
-
-
-def _not_found(error: Exception) -> bool:
-    return isinstance(error, botocore.exceptions.ClientError) and error.response.get("Error", {}).get(
-        "Code"
-    ) in ("ResourceNotFoundException", "InvalidLaunchTemplateName.NotFoundException")
+# What of an existing cluster or node group is compared with the request (and warned about, never changed).
+DRIFT_KEYS = ("version", "scalingConfig", "instanceTypes", "capacityType", "labels", "taints")
+HINT = (
+    "EKS goes on; run the same task again to wait once more, or watch it with aws eks describe-cluster / "
+    "describe-nodegroup"
+)
 
 
 def describe_cluster(eks: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return eks.describe_cluster(name=name)["cluster"]
-    except botocore.exceptions.ClientError as error:
-        if _not_found(error):
-            return None
-        raise
+    return or_none(eks, lambda: eks.describe_cluster(name=name)["cluster"])
 
 
 def describe_node_group(eks: Any, cluster: str, name: str) -> dict[str, Any] | None:
-    try:
-        return eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-    except botocore.exceptions.ClientError as error:
-        if _not_found(error):
-            return None
-        raise
+    return or_none(eks, lambda: eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"])
 
 
 def node_group_names(eks: Any, cluster: str) -> list[str]:
@@ -257,26 +184,23 @@ def node_group_names(eks: Any, cluster: str) -> list[str]:
 
 
 def describe_template(ec2: Any, name: str) -> dict[str, Any] | None:
-    try:
-        found = ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"]
-    except botocore.exceptions.ClientError as error:
-        if _not_found(error):
-            return None
-        raise
+    found = or_none(ec2, lambda: ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"])
     return found[0] if found else None
+
+
+def _issues(item: dict[str, Any]) -> str:
+    return str((item.get("health") or {}).get("issues") or "-")
+
+
+def _until(waiter: Waiter, what: str, look: Any, wanted: str) -> dict[str, Any] | None:
+    """A cluster or node group until ``wanted``; a failed or degraded one ends the wait with its issues."""
+    return waiter.until(what, look, wanted, failed=FAILED, reason=_issues)
 
 
 def _summary(cluster: dict[str, Any] | None) -> dict[str, Any]:
     if not cluster:
         return {}
     return {key: cluster.get(key, "") for key in ("name", "arn", "endpoint", "status", "version")}
-
-
-def _drift(module: Any, what: str, seen: dict[str, Any], wanted: dict[str, Any]) -> None:
-    """Report, never change, what differs between an existing resource and the spec's request."""
-    for key in ("version", "scalingConfig", "instanceTypes", "capacityType", "labels", "taints"):
-        if key in wanted and key in seen and seen[key] != wanted[key]:
-            module.warn(f"EKS {what}: {key} is {seen[key]}, not {wanted[key]}; left as it is")
 
 
 def _templates(module: Any, ec2: Any, requests: dict, cluster: dict, created: list[str]) -> dict[str, str]:
@@ -301,9 +225,8 @@ def _templates(module: Any, ec2: Any, requests: dict, cluster: dict, created: li
     return versions
 
 
-def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any]) -> dict[str, Any]:
+def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any], waiter: Waiter) -> dict[str, Any]:
     name = requests["cluster"]["name"]
-    waiter = Waiter(module)
     created: list[str] = []
     cluster = describe_cluster(eks, name)
     if module.check_mode:
@@ -324,8 +247,9 @@ def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any]) -> dict[s
         eks.create_cluster(**requests["cluster"])
         created.append(f"cluster {name}")
     else:
-        _drift(module, f"cluster {name}", cluster, requests["cluster"])
-    cluster = waiter.until(f"cluster {name}", lambda: describe_cluster(eks, name), "ACTIVE")
+        warn(module, f"EKS cluster {name}", drift(cluster, requests["cluster"], DRIFT_KEYS))
+    # Waited for even without O(wait): the launch templates' user data carries the cluster's endpoint.
+    cluster = _until(waiter, f"cluster {name}", lambda: describe_cluster(eks, name), "ACTIVE")
     versions = _templates(module, ec2, requests, cluster, created)
     for request in requests["node_groups"]:
         group = request["nodegroupName"]
@@ -337,10 +261,10 @@ def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any]) -> dict[s
             )
             created.append(f"node group {group}")
         else:
-            _drift(module, f"node group {group}", seen, request)
-    for request in requests["node_groups"]:
+            warn(module, f"EKS node group {group}", drift(seen, request, DRIFT_KEYS))
+    for request in requests["node_groups"] if module.params["wait"] else []:
         group = request["nodegroupName"]
-        waiter.until(f"node group {group}", lambda g=group: describe_node_group(eks, name, g), "ACTIVE")
+        _until(waiter, f"node group {group}", lambda g=group: describe_node_group(eks, name, g), "ACTIVE")
     return {
         "changed": bool(created),
         "created": created,
@@ -349,7 +273,9 @@ def present(module: Any, eks: Any, ec2: Any, requests: dict[str, Any]) -> dict[s
     }
 
 
-def absent(module: Any, eks: Any, ec2: Any, name: str, templates: list[str]) -> dict[str, Any]:
+def absent(
+    module: Any, eks: Any, ec2: Any, name: str, templates: list[str], waiter: Waiter
+) -> dict[str, Any]:
     """Node groups first (EKS refuses to delete a cluster that has any), the cluster, then our templates."""
     cluster = describe_cluster(eks, name)
     groups = node_group_names(eks, name) if cluster else []
@@ -358,14 +284,14 @@ def absent(module: Any, eks: Any, ec2: Any, name: str, templates: list[str]) -> 
     deleted += [f"launch template {t}" for t in left]
     if module.check_mode or not deleted:
         return {"changed": bool(deleted), "deleted": deleted, "cluster": _summary(cluster), "progress": []}
-    waiter = Waiter(module)
     for group in groups:
         eks.delete_nodegroup(clusterName=name, nodegroupName=group)
     for group in groups:
-        waiter.until(f"node group {group}", lambda g=group: describe_node_group(eks, name, g), None)
+        _until(waiter, f"node group {group}", lambda g=group: describe_node_group(eks, name, g), GONE)
     if cluster:
         eks.delete_cluster(name=name)
-        waiter.until(f"cluster {name}", lambda: describe_cluster(eks, name), None)
+        if module.params["wait"]:
+            _until(waiter, f"cluster {name}", lambda: describe_cluster(eks, name), GONE)
     for template in left:
         ec2.delete_launch_template(LaunchTemplateName=template)
     return {"changed": True, "deleted": deleted, "cluster": {}, "progress": waiter.progress}
@@ -383,17 +309,9 @@ _FOUNDATION = {
 
 
 def argument_spec() -> dict[str, Any]:
-    return {
-        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "path": {"type": "path"},
-        "spec": {"type": "dict"},
-        "stacks_dir": {"type": "path"},
-        "foundation": {"type": "dict", "options": _FOUNDATION},
-        "ami_id": {"type": "str"},
-        "render_only": {"type": "bool", "default": False},
-        "wait_timeout": {"type": "int", "default": 3600},
-        "poll_interval": {"type": "int", "default": 30},
-    }
+    return spec_module.argument_spec(
+        {"foundation": {"type": "dict", "options": _FOUNDATION}, "ami_id": {"type": "str"}}
+    )
 
 
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -421,13 +339,12 @@ def main() -> None:
         )
     module = AnsibleAWSModule(
         argument_spec=argument_spec(),
-        required_one_of=[("path", "spec")],
-        mutually_exclusive=[("path", "spec")],
         required_if=[("state", "present", ("foundation",))],
         supports_check_mode=True,
+        **spec_module.SPEC_RULES,
     )
-    check_run_params(module)
-    spec = load_spec(module)
+    spec_module.check_run_params(module)
+    spec = spec_module.load_spec(module)
     params = module.params
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     templates = [
@@ -440,15 +357,14 @@ def main() -> None:
             module.warn(f"not in the EKS requests: {line}")
         if params["render_only"]:
             module.exit_json(**result)
-    eks = module.client("eks", region=spec["region"])
-    ec2 = module.client("ec2", region=spec["region"])
-    try:
+    eks = client(module, "eks", spec["region"])
+    ec2 = client(module, "ec2", spec["region"])
+    waiter = Waiter.of_module(module, "EKS", POLL_SECONDS, HINT)
+    with reported(module, f"EKS cluster {spec['name']}"):
         if params["state"] == "present":
-            result.update(present(module, eks, ec2, result["requests"]))
+            result.update(present(module, eks, ec2, result["requests"], waiter))
         else:
-            result.update(absent(module, eks, ec2, spec["name"], templates))
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg=f"EKS cluster {spec['name']}")
+            result.update(absent(module, eks, ec2, spec["name"], templates, waiter))
     module.exit_json(**result)
 
 

@@ -94,18 +94,14 @@ options:
         elements: str
         choices: [NEW, CHANGED, DELETED]
         default: []
-  wait:
-    description: Wait until a new file system is C(AVAILABLE), or a deleted one is gone.
-    type: bool
-    default: true
-  wait_timeout:
-    description: Seconds to wait for O(wait).
-    type: int
-    default: 3600
 extends_documentation_fragment:
+  - trainstack.cluster.cluster_module.wait
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
+notes:
+  - O(wait) waits until a new file system is C(AVAILABLE), or a deleted one is gone; left out,
+    O(poll_interval) is 15 seconds. A file system that exists already is not waited for.
 """
 
 EXAMPLES = r"""
@@ -159,7 +155,6 @@ data_repository_association_id:
 """
 
 import hashlib
-import time
 from typing import Any
 
 from ansible.module_utils.common.dict_transformations import camel_dict_to_snake_dict
@@ -169,14 +164,15 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws import wait
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import Difference, drift, warn
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 
 CLUSTER_TAG = "trainstack:cluster"
 GONE = ("DELETING", "FAILED")
 EVENTS = ["NEW", "CHANGED", "DELETED"]
+POLL_SECONDS = 15
 
 
 def wanted_tags(cluster: str, name: str, extra: dict[str, str]) -> dict[str, str]:
@@ -254,47 +250,32 @@ def find(client: Any, cluster: str, name: str) -> dict[str, Any] | None:
     return None
 
 
-def describe(client: Any, file_system_id: str) -> dict[str, Any] | None:
-    try:
-        found = client.describe_file_systems(FileSystemIds=[file_system_id])["FileSystems"]
-    except botocore.exceptions.ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "FileSystemNotFound":
-            return None
-        raise
+def describe(fsx: Any, file_system_id: str) -> dict[str, Any] | None:
+    found = or_none(fsx, lambda: fsx.describe_file_systems(FileSystemIds=[file_system_id])["FileSystems"])
     return found[0] if found else None
 
 
-def wait_for(module: Any, client: Any, file_system_id: str, gone: bool) -> dict[str, Any] | None:
+def wait_for(waiter: wait.Waiter, fsx: Any, file_system_id: str, gone: bool) -> dict[str, Any] | None:
     """Poll until the file system is AVAILABLE (or gone); no Lifecycle in the answer counts as done."""
-    deadline = time.monotonic() + module.params["wait_timeout"]
-    while True:
-        current = describe(client, file_system_id)
-        lifecycle = (current or {}).get("Lifecycle", "AVAILABLE")
-        if (gone and current is None) or (not gone and lifecycle == "AVAILABLE"):
-            return current
-        if not gone and lifecycle in GONE:
-            module.fail_json(msg=f"FSx file system {file_system_id} is {lifecycle}", file_system=current)
-        if time.monotonic() > deadline:
-            state = "deleted" if gone else "AVAILABLE"
-            module.fail_json(
-                msg=f"FSx file system {file_system_id} not {state} after {module.params['wait_timeout']} s"
-            )
-        time.sleep(15)
+    return waiter.until(
+        f"file system {file_system_id}",
+        lambda: describe(fsx, file_system_id),
+        wait.GONE if gone else "AVAILABLE",
+        status=lambda found: found.get("Lifecycle", "AVAILABLE"),
+        failed=() if gone else GONE,
+        reason=lambda found: (found.get("FailureDetails") or {}).get("Message") or "-",
+    )
 
 
-def drift(file_system: dict[str, Any], params: dict[str, Any]) -> list[str]:
-    """Settings of an existing file system that differ from the arguments (reported, never changed)."""
+def settings_drift(file_system: dict[str, Any], params: dict[str, Any]) -> list[Difference]:
+    """Settings of an existing file system that differ from the arguments given (reported, never changed)."""
     lustre = file_system.get("LustreConfiguration") or {}
     found = {
         "storage_capacity": file_system.get("StorageCapacity"),
         "deployment_type": lustre.get("DeploymentType"),
         "per_unit_storage_throughput": lustre.get("PerUnitStorageThroughput"),
     }
-    return [
-        f"{key} is {value}, not {params[key]}"
-        for key, value in found.items()
-        if params.get(key) and value != params[key]
-    ]
+    return drift(found, {key: params[key] for key in found if params.get(key)})
 
 
 def associations(client: Any, file_system_id: str) -> list[dict[str, Any]]:
@@ -344,7 +325,7 @@ def result(file_system: dict[str, Any] | None, changed: bool, association_id: st
     return out
 
 
-def present(module: Any, client: Any) -> dict[str, Any]:
+def present(module: Any, client: Any, waiter: wait.Waiter) -> dict[str, Any]:
     params = module.params
     if not params["subnet_id"]:
         module.fail_json(
@@ -357,22 +338,21 @@ def present(module: Any, client: Any) -> dict[str, Any]:
         if module.check_mode:
             return result(None, True, "")
         made = client.create_file_system(**create_request(params))["FileSystem"]
-        file_system = wait_for(module, client, made["FileSystemId"], gone=False) if params["wait"] else made
+        file_system = wait_for(waiter, client, made["FileSystemId"], gone=False) if params["wait"] else made
     else:
-        for difference in drift(file_system, params):
-            module.warn(f"FSx file system {file_system['FileSystemId']}: {difference}; left as it is")
+        warn(module, f"FSx file system {file_system['FileSystemId']}", settings_drift(file_system, params))
     linked, association_id = ensure_association(module, client, (file_system or {}).get("FileSystemId", ""))
     return result(file_system, changed or linked, association_id)
 
 
-def absent(module: Any, client: Any) -> dict[str, Any]:
+def absent(module: Any, client: Any, waiter: wait.Waiter) -> dict[str, Any]:
     file_system = find(client, module.params["cluster"], module.params["name"])
     if file_system is None:
         return result(None, False)
     if not module.check_mode:
         client.delete_file_system(FileSystemId=file_system["FileSystemId"])
         if module.params["wait"]:
-            wait_for(module, client, file_system["FileSystemId"], gone=True)
+            wait_for(waiter, client, file_system["FileSystemId"], gone=True)
     return {**result(file_system, True), "file_system_id": file_system["FileSystemId"]}
 
 
@@ -402,8 +382,7 @@ def argument_spec() -> dict[str, Any]:
                 "export_events": {**events, "default": []},
             },
         },
-        "wait": {"type": "bool", "default": True},
-        "wait_timeout": {"type": "int", "default": 3600},
+        **wait.argument_spec(),
     }
 
 
@@ -415,11 +394,19 @@ def main() -> None:
             msg="trainstack.cluster.fsx_lustre needs the amazon.aws collection (its module_utils): install it"
         )
     module = AnsibleAWSModule(argument_spec=argument_spec(), supports_check_mode=True)
-    client = module.client("fsx")
-    try:
-        outcome = present(module, client) if module.params["state"] == "present" else absent(module, client)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg=f"FSx for Lustre file system {module.params['name']}")
+    for problem in wait.problems(module.params):
+        module.fail_json(msg=problem)
+    fsx = client(module, "fsx")
+    # Run again, the module finds the file system by its tags and does not wait: point at the CLI instead.
+    waiter = wait.Waiter.of_module(
+        module, "FSx", POLL_SECONDS, "FSx goes on; watch it with aws fsx describe-file-systems"
+    )
+    with reported(module, f"FSx for Lustre file system {module.params['name']}"):
+        outcome = (
+            present(module, fsx, waiter)
+            if module.params["state"] == "present"
+            else absent(module, fsx, waiter)
+        )
     module.exit_json(**outcome)
 
 

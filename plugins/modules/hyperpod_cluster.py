@@ -31,8 +31,6 @@ description:
     is sent as C(UpdateCluster) with the rendered instance groups. Other differences are reported as
     warnings.
   - With O(state=absent), deletes the cluster and waits until it is gone.
-  - With O(render_only=true), renders and validates only; nothing is read from or sent to AWS.
-  - The cluster is made in the spec's C(region).
 version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -41,15 +39,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  path:
-    description: The spec file; give this or O(spec).
-    type: path
-  spec:
-    description: A spec as a mapping (for example C(cluster_spec)'s returned C(spec)); checked again.
-    type: dict
-  stacks_dir:
-    description: The directory of the stack files the spec's C(image.stack) names (default the collection's).
-    type: path
   foundation:
     description: Where the cluster is made. Required with O(state=present).
     type: dict
@@ -83,28 +72,16 @@ options:
     type: str
     choices: [provisioning_parameters, api]
     default: provisioning_parameters
-  render_only:
-    description: Render and validate; call no AWS API.
-    type: bool
-    default: false
-  wait:
-    description: Wait for C(InService) (or, with O(state=absent), until the cluster is gone).
-    type: bool
-    default: true
-  wait_timeout:
-    description: Seconds to wait, more than 0.
-    type: int
-    default: 3600
-  poll_interval:
-    description: Seconds between two looks at the cluster's status while waiting, more than 0.
-    type: int
-    default: 30
 extends_documentation_fragment:
+  - trainstack.cluster.cluster_module
+  - trainstack.cluster.cluster_module.wait
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - Supports check mode; it reads the cluster and reports what it would create, scale or delete.
+  - Left out, O(poll_interval) is 30 seconds (a cluster takes tens of minutes to turn C(InService)).
+  - With O(wait=false), a cluster that is not C(InService) is still waited for before it is scaled (SageMaker
+    updates no cluster that is changing already).
   - moto implements C(CreateCluster), C(DescribeCluster) and C(DeleteCluster) but not C(UpdateCluster); the
     scale request is checked against botocore's model in the unit tests.
 seealso:
@@ -169,7 +146,6 @@ progress:
   elements: str
 """
 
-import time
 from typing import Any
 
 try:
@@ -177,106 +153,55 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
-
+from ansible_collections.trainstack.cluster.plugins.module_utils import spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
 from ansible_collections.trainstack.cluster.plugins.module_utils.hyperpod_render import (
     HyperPodRenderError,
     HyperPodRequestError,
     render,
     validate,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import (
-    check_run_params,
-    load_spec,
-)
 
+POLL_SECONDS = 30
 FAILED = ("Failed", "RollingBack")
 
 
-def _not_found(error: Exception) -> bool:
-    """SageMaker answers ResourceNotFound for a missing cluster, moto ValidationException 'Could not find'."""
-    if not isinstance(error, botocore.exceptions.ClientError):
-        return False
-    detail = error.response.get("Error", {})
-    return detail.get("Code") == "ResourceNotFound" or (
-        detail.get("Code") == "ValidationException" and "Could not find" in str(detail.get("Message"))
+def describe(sagemaker: Any, name: str) -> dict[str, Any] | None:
+    return or_none(sagemaker, lambda: sagemaker.describe_cluster(ClusterName=name))
+
+
+def hint(name: str, state: str) -> str:
+    """What a user whose wait ran out can do: SageMaker goes on."""
+    return (
+        f"SageMaker goes on; run the same task again (state={state}) to wait for it once more, or watch it "
+        f"with: aws sagemaker describe-cluster --cluster-name {name}"
     )
 
 
-def describe(client: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return client.describe_cluster(ClusterName=name)
-    except botocore.exceptions.ClientError as error:
-        if _not_found(error):
-            return None
-        raise
+def _status(cluster: dict[str, Any] | None) -> str:
+    return cluster["ClusterStatus"] if cluster else GONE
 
 
-class Waiter:
-    """Polls one cluster until a wanted state; keeps the statuses it saw, for the result and a timeout."""
+def _seen(waiter: Waiter, cluster: dict[str, Any] | None) -> str:
+    """Keep the cluster's status in the progress (one cluster: the lines name no resource)."""
+    waiter.seen("", _status(cluster))
+    return _status(cluster)
 
-    def __init__(self, module: Any, client: Any, name: str) -> None:
-        self.module, self.client, self.name = module, client, name
-        self.start = time.monotonic()
-        self.progress: list[str] = []
 
-    def seen(self, cluster: dict[str, Any] | None) -> str:
-        status = cluster["ClusterStatus"] if cluster else "gone"
-        line = f"{int(time.monotonic() - self.start)}s {status}"
-        if not self.progress or self.progress[-1].split(" ", 1)[1] != status:
-            self.progress.append(line)
-        return status
-
-    def timed_out(self, status: str, wanted: str, state: str) -> None:
-        seconds = self.module.params["wait_timeout"]
-        self.module.fail_json(
-            msg=(
-                f"HyperPod cluster {self.name}: still {status} after {seconds} s (wait_timeout), "
-                f"not {wanted}. "
-                f"SageMaker goes on; run the same task again (state={state}) to wait for it once more, or "
-                f"watch it with: aws sagemaker describe-cluster --cluster-name {self.name}"
-            ),
-            status=status,
-            progress=self.progress,
-        )
-
-    def until_in_service(self) -> dict[str, Any]:
-        while True:
-            cluster = describe(self.client, self.name)
-            status = self.seen(cluster)
-            if cluster is None:
-                self.module.fail_json(msg=f"HyperPod cluster {self.name}: gone while waiting for InService")
-            if status in FAILED:
-                self.module.fail_json(
-                    msg=f"HyperPod cluster {self.name} is {status}: {cluster.get('FailureMessage') or '-'}",
-                    status=status,
-                    progress=self.progress,
-                )
-            if status == "InService":
-                return cluster
-            self.sleep(status, "InService", "present")
-
-    def until_gone(self) -> None:
-        while True:
-            cluster = describe(self.client, self.name)
-            status = self.seen(cluster)
-            if cluster is None:
-                return
-            if status == "Failed":
-                self.module.fail_json(
-                    msg=f"HyperPod cluster {self.name} failed to delete: {cluster.get('FailureMessage')}",
-                    status=status,
-                    progress=self.progress,
-                )
-            self.sleep(status, "deleted", "absent")
-
-    def sleep(self, status: str, wanted: str, state: str) -> None:
-        if time.monotonic() - self.start >= self.module.params["wait_timeout"]:
-            self.timed_out(status, wanted, state)
-        time.sleep(self.module.params["poll_interval"])
+def _until(waiter: Waiter, sagemaker: Any, name: str, wanted: str) -> dict[str, Any] | None:
+    """The cluster until InService (a failed or rolled-back one ends it) or gone (a failed delete ends it)."""
+    return waiter.until(
+        f"cluster {name}",
+        lambda: describe(sagemaker, name),
+        wanted,
+        status=_status,
+        failed=FAILED if wanted != GONE else ("Failed",),
+        reason=lambda cluster: cluster.get("FailureMessage") or "-",
+        progress_as="",
+    )
 
 
 def _current_counts(cluster: dict[str, Any]) -> dict[str, int]:
@@ -289,18 +214,18 @@ def _current_counts(cluster: dict[str, Any]) -> dict[str, int]:
 
 def _drift(module: Any, cluster: dict[str, Any], request: dict[str, Any]) -> None:
     """Report, never change, what UpdateCluster would not change by a count: types and left-over groups."""
+    what = f"HyperPod cluster {request['ClusterName']}"
     have = {group["InstanceGroupName"]: group for group in cluster.get("InstanceGroups", [])}
     wanted = {group["InstanceGroupName"]: group for group in request["InstanceGroups"]}
-    for name, group in sorted(wanted.items()):
-        if name in have and have[name].get("InstanceType") not in (None, group["InstanceType"]):
-            module.warn(
-                f"HyperPod cluster {request['ClusterName']}: group {name} runs {have[name]['InstanceType']}, "
-                f"not {group['InstanceType']}; a group's type cannot change, left as it is"
-            )
+    types = {
+        f"group {name}'s instance type": group.get("InstanceType")
+        for name, group in have.items()
+        if group.get("InstanceType") is not None
+    }
+    asked = {f"group {name}'s instance type": group["InstanceType"] for name, group in sorted(wanted.items())}
+    warn(module, what, drift(types, asked), "a group's type cannot change, left as it is")
     for name in sorted(set(have) - set(wanted)):
-        module.warn(
-            f"HyperPod cluster {request['ClusterName']}: group {name} is not in the spec; left as it is"
-        )
+        module.warn(f"{what}: group {name} is not in the spec; left as it is")
 
 
 def _scale(cluster: dict[str, Any], request: dict[str, Any]) -> dict[str, str]:
@@ -322,16 +247,15 @@ def update_request(request: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def present(module: Any, client: Any, request: dict[str, Any]) -> dict[str, Any]:
+def present(module: Any, sagemaker: Any, request: dict[str, Any], waiter: Waiter) -> dict[str, Any]:
     name = request["ClusterName"]
-    waiter = Waiter(module, client, name)
-    cluster = describe(client, name)
+    cluster = describe(sagemaker, name)
     result: dict[str, Any] = {"action": "none", "scaled": {}, "progress": waiter.progress}
     if cluster is None:
         result.update(action="create", changed=True, cluster_arn="", status="")
         if module.check_mode:
             return result
-        result["cluster_arn"] = client.create_cluster(**request)["ClusterArn"]
+        result["cluster_arn"] = sagemaker.create_cluster(**request)["ClusterArn"]
     else:
         _drift(module, cluster, request)
         scaled = _scale(cluster, request)
@@ -340,39 +264,38 @@ def present(module: Any, client: Any, request: dict[str, Any]) -> dict[str, Any]
             result.update(action="update", changed=True)
             if module.check_mode:
                 return result
-            if cluster["ClusterStatus"] != "InService":
-                cluster = waiter.until_in_service()
+            if cluster["ClusterStatus"] != "InService":  # even without O(wait): SageMaker refuses the update
+                cluster = _until(waiter, sagemaker, name, "InService")
             updated = update_request(request)
             validate("UpdateCluster", updated)
-            client.update_cluster(**updated)
+            sagemaker.update_cluster(**updated)
         else:
             result["changed"] = False
             if module.check_mode or not module.params["wait"] or cluster["ClusterStatus"] == "InService":
-                waiter.seen(cluster)
+                _seen(waiter, cluster)
                 return result
     if module.params["wait"]:
-        result["status"] = waiter.until_in_service()["ClusterStatus"]
+        result["status"] = _until(waiter, sagemaker, name, "InService")["ClusterStatus"]
     return result
 
 
-def absent(module: Any, client: Any, name: str) -> dict[str, Any]:
-    waiter = Waiter(module, client, name)
-    cluster = describe(client, name)
+def absent(module: Any, sagemaker: Any, name: str, waiter: Waiter) -> dict[str, Any]:
+    cluster = describe(sagemaker, name)
     if cluster is None:
         return {"changed": False, "action": "none", "cluster_arn": "", "status": "", "progress": []}
     result = {
         "changed": True,
         "action": "delete",
         "cluster_arn": cluster["ClusterArn"],
-        "status": waiter.seen(cluster),
+        "status": _seen(waiter, cluster),
         "progress": waiter.progress,
     }
     if module.check_mode:
         return result
     if cluster["ClusterStatus"] != "Deleting":
-        client.delete_cluster(ClusterName=name)
+        sagemaker.delete_cluster(ClusterName=name)
     if module.params["wait"]:
-        waiter.until_gone()
+        _until(waiter, sagemaker, name, GONE)
         result["status"] = ""
     return result
 
@@ -388,22 +311,16 @@ _FOUNDATION = {
 
 
 def argument_spec() -> dict[str, Any]:
-    return {
-        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "path": {"type": "path"},
-        "spec": {"type": "dict"},
-        "stacks_dir": {"type": "path"},
-        "foundation": {"type": "dict", "options": _FOUNDATION},
-        "slurm_config": {
-            "type": "str",
-            "choices": ["provisioning_parameters", "api"],
-            "default": "provisioning_parameters",
-        },
-        "render_only": {"type": "bool", "default": False},
-        "wait": {"type": "bool", "default": True},
-        "wait_timeout": {"type": "int", "default": 3600},
-        "poll_interval": {"type": "int", "default": 30},
-    }
+    return spec_module.argument_spec(
+        {
+            "foundation": {"type": "dict", "options": _FOUNDATION},
+            "slurm_config": {
+                "type": "str",
+                "choices": ["provisioning_parameters", "api"],
+                "default": "provisioning_parameters",
+            },
+        }
+    )
 
 
 def _rendered(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -429,15 +346,15 @@ def main() -> None:
         )
     module = AnsibleAWSModule(
         argument_spec=argument_spec(),
-        required_one_of=[("path", "spec")],
-        mutually_exclusive=[("path", "spec")],
         required_if=[("state", "present", ("foundation",))],
         supports_check_mode=True,
+        **spec_module.SPEC_RULES,
     )
-    check_run_params(module)
-    spec = load_spec(module)
+    spec_module.check_run_params(module)
+    spec = spec_module.load_spec(module)
+    params = module.params
     result: dict[str, Any] = {"changed": False}
-    if module.params["state"] == "present":
+    if params["state"] == "present":
         rendered = _rendered(module, spec)
         result.update(
             request=rendered["cluster"],
@@ -446,18 +363,18 @@ def main() -> None:
         )
         for line in rendered["not_rendered"]:
             module.warn(f"not in the HyperPod request: {line}")
-        if module.params["render_only"]:
+        if params["render_only"]:
             module.exit_json(**result)
-    client = module.client("sagemaker", region=spec["region"])
-    try:
-        if module.params["state"] == "present":
-            result.update(present(module, client, result["request"]))
-        else:
-            result.update(absent(module, client, spec["name"]))
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg=f"HyperPod cluster {spec['name']}")
-    except HyperPodRequestError as exc:
-        module.fail_json(msg=str(exc), operation=exc.operation)
+    sagemaker = client(module, "sagemaker", spec["region"])
+    waiter = Waiter.of_module(module, "HyperPod", POLL_SECONDS, hint(spec["name"], params["state"]))
+    with reported(module, f"HyperPod cluster {spec['name']}"):
+        try:
+            if params["state"] == "present":
+                result.update(present(module, sagemaker, result["request"], waiter))
+            else:
+                result.update(absent(module, sagemaker, spec["name"], waiter))
+        except HyperPodRequestError as exc:
+            module.fail_json(msg=str(exc), operation=exc.operation)
     module.exit_json(**result)
 
 

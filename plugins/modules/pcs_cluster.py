@@ -30,8 +30,6 @@ description:
   - With O(state=present), creates what does not exist yet (found by name), waiting for each to become
     C(ACTIVE); an existing cluster, node group or queue is left as it is. With O(state=absent), deletes the
     queues, then the node groups, then the cluster, waiting for each step to finish.
-  - With O(render_only=true), renders and validates only; nothing is read from or sent to AWS.
-  - The cluster is made in the spec's C(region); O(region) (and C(AWS_REGION)) are not used.
 version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -40,15 +38,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  path:
-    description: The spec file; give this or O(spec).
-    type: path
-  spec:
-    description: A spec as a mapping (for example C(cluster_spec)'s returned C(spec)); checked again.
-    type: dict
-  stacks_dir:
-    description: The directory of the stack files the spec's C(image.stack) names (default the collection's).
-    type: path
   foundation:
     description:
       - What the foundation created or found, as for M(trainstack.cluster.pcluster_config)
@@ -117,20 +106,18 @@ options:
         template's network interfaces carry it).
     type: dict
     default: {}
-  render_only:
-    description: Render and validate the requests; call no AWS API.
-    type: bool
-    default: false
-  wait_timeout:
-    description: Seconds to wait for each resource to become C(ACTIVE) or to be gone.
-    type: int
-    default: 3600
 extends_documentation_fragment:
+  - trainstack.cluster.cluster_module
+  - trainstack.cluster.cluster_module.wait
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - Supports check mode; it reads what exists and reports what it would create or delete.
+  - Left out, O(poll_interval) is 15 seconds.
+  - With O(wait=false), the module still waits for the cluster and the node groups to be C(ACTIVE) (PCS puts
+    no node group on a cluster, nor a queue on a node group, that is not) and, with O(state=absent), for the
+    queues and then the node groups to be gone (PCS deletes nothing that something still uses); only the
+    last step, the queues' C(ACTIVE) or the cluster's deletion, is not waited for.
   - An existing resource with other settings than the spec's is not updated; the differences the module can
     see (cluster size, Slurm version) are reported as warnings.
   - moto has no PCS backend; the requests are checked against botocore's model of the API, not against PCS.
@@ -199,9 +186,13 @@ deleted:
   returned: always
   type: list
   elements: str
+progress:
+  description: C(<seconds>s <resource> <status>) each time a waited-for resource changed status.
+  returned: unless O(render_only) or in check mode
+  type: list
+  elements: str
 """
 
-import time
 from typing import Any
 
 try:
@@ -209,149 +200,125 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-try:
-    import botocore
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports a missing botocore itself
-    botocore = None
-
+from ansible_collections.trainstack.cluster.plugins.module_utils import spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Look, Waiter
 from ansible_collections.trainstack.cluster.plugins.module_utils.pcs_render import (
     PcsRenderError,
     PcsRequestError,
     render,
     validate,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.spec_module import load_spec
 
 POLL_SECONDS = 15
 FAILED = ("CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED")
+HINT = "PCS goes on; run the same task again to wait once more, or watch it with aws pcs get-cluster"
 
 
-class Deadline:
-    """One clock for every wait of a run, so wait_timeout bounds the whole module and not each resource."""
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-        self.seconds = module.params["wait_timeout"]
-        self.end = time.monotonic() + self.seconds
-
-    def tick(self, what: str) -> None:
-        if time.monotonic() > self.end:
-            self.module.fail_json(msg=f"PCS {what}: not done after {self.seconds} s (wait_timeout)")
-        time.sleep(POLL_SECONDS)
+def get_cluster(pcs: Any, name: str) -> dict[str, Any] | None:
+    return or_none(pcs, lambda: pcs.get_cluster(clusterIdentifier=name)["cluster"])
 
 
-def _not_found(error: Exception) -> bool:
-    return (
-        isinstance(error, botocore.exceptions.ClientError)
-        and error.response.get("Error", {}).get("Code") == "ResourceNotFoundException"
-    )
-
-
-def get_cluster(client: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return client.get_cluster(clusterIdentifier=name)["cluster"]
-    except botocore.exceptions.ClientError as error:
-        if _not_found(error):
-            return None
-        raise
-
-
-def _listed(client: Any, operation: str, key: str, cluster_id: str) -> list[dict[str, Any]]:
+def _listed(pcs: Any, operation: str, key: str, cluster_id: str) -> list[dict[str, Any]]:
     """Every item of a PCS List* call, following nextToken."""
     found: list[dict[str, Any]] = []
     request: dict[str, Any] = {"clusterIdentifier": cluster_id}
     while True:
-        page = getattr(client, operation)(**request)
+        page = getattr(pcs, operation)(**request)
         found.extend(page.get(key, []))
         if not page.get("nextToken"):
             return found
         request["nextToken"] = page["nextToken"]
 
 
-def node_groups(client: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
+def node_groups(pcs: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
     return {
         group["name"]: group
-        for group in _listed(client, "list_compute_node_groups", "computeNodeGroups", cluster_id)
+        for group in _listed(pcs, "list_compute_node_groups", "computeNodeGroups", cluster_id)
     }
 
 
-def queues(client: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
-    return {queue["name"]: queue for queue in _listed(client, "list_queues", "queues", cluster_id)}
+def queues(pcs: Any, cluster_id: str) -> dict[str, dict[str, Any]]:
+    return {queue["name"]: queue for queue in _listed(pcs, "list_queues", "queues", cluster_id)}
 
 
-def _check_status(module: Any, what: str, item: dict[str, Any]) -> None:
-    """A failed create or delete never turns ACTIVE or goes away: stop instead of waiting out the clock."""
-    if item.get("status") in FAILED:
-        module.fail_json(msg=f"PCS {what} is {item['status']}", status=item["status"])
+def _kind(lister: Any) -> str:
+    return "node group" if lister is node_groups else "queue"
 
 
-def wait_cluster_active(module: Any, client: Any, name: str, deadline: Deadline) -> dict[str, Any]:
-    while True:
-        cluster = get_cluster(client, name)
-        if cluster is None:
-            module.fail_json(msg=f"PCS cluster {name}: gone while waiting for it to become ACTIVE")
-        _check_status(module, f"cluster {name}", cluster)
-        if cluster["status"] == "ACTIVE":
-            return cluster
-        deadline.tick(f"cluster {name} ACTIVE (it is {cluster['status']})")
+def _statuses(items: dict[str, dict[str, Any]]) -> str:
+    """One status when all share it, else each item's: what a progress line and a timeout show."""
+    found = {item["status"] for item in items.values()}
+    if len(found) == 1:
+        return found.pop()
+    return ", ".join(f"{name} {item['status']}" for name, item in sorted(items.items()))
 
 
-def wait_listed(
-    module: Any, client: Any, lister: Any, cluster_id: str, names: set[str], deadline: Deadline
-) -> dict:
+def _failure(kind: str, items: dict[str, dict[str, Any]]) -> Look | None:
+    """A failed create or delete never turns ACTIVE or goes away: end the wait instead of waiting it out."""
+    for name, item in sorted(items.items()):
+        if item["status"] in FAILED:
+            return Look(item["status"], failure=f"PCS {kind} {name} is {item['status']}")
+    return None
+
+
+def wait_listed(waiter: Waiter, pcs: Any, lister: Any, cluster_id: str, names: set[str]) -> dict:
     """Wait until every named node group (or queue) of the cluster is ACTIVE; returns them by name."""
-    kind = "node group" if lister is node_groups else "queue"
-    while True:
-        current = lister(client, cluster_id)
+    kind = _kind(lister)
+    current: dict[str, dict[str, Any]] = {}
+
+    def look() -> Look:
+        current.clear()
+        current.update(lister(pcs, cluster_id))
         missing = sorted(names - set(current))
         if missing:
-            module.fail_json(
-                msg=f"PCS {kind} {missing[0]}: created, but not listed by the cluster {cluster_id}"
+            return Look(
+                GONE, failure=f"PCS {kind} {missing[0]}: created, but not listed by the cluster {cluster_id}"
             )
-        for name in sorted(names):
-            _check_status(module, f"{kind} {name}", current[name])
-        pending = sorted(name for name in names if current[name]["status"] != "ACTIVE")
-        if not pending:
-            return current
-        deadline.tick(f"{kind} {pending[0]} ACTIVE (it is {current[pending[0]]['status']})")
+        wanted = {name: current[name] for name in names}
+        pending = {name: item for name, item in wanted.items() if item["status"] != "ACTIVE"}
+        return _failure(kind, wanted) or Look(_statuses(pending) if pending else "ACTIVE", done=not pending)
+
+    what = f"{kind}{'s' if len(names) > 1 else ''} {', '.join(sorted(names))}"
+    waiter.poll(what, "ACTIVE", look)
+    return current
 
 
-def wait_gone(module: Any, client: Any, lister: Any, cluster_id: str, deadline: Deadline) -> None:
-    kind = "node groups" if lister is node_groups else "queues"
-    while True:
-        left = lister(client, cluster_id)
-        if not left:
-            return
-        for name, item in sorted(left.items()):
-            _check_status(module, f"{kind[:-1]} {name}", item)
-        deadline.tick(f"{kind} of {cluster_id} deleted ({', '.join(sorted(left))} left)")
+def wait_gone(waiter: Waiter, pcs: Any, lister: Any, cluster_id: str) -> None:
+    """Wait until the cluster lists no node group (or queue) any more."""
+    kind = _kind(lister)
+
+    def look() -> Look:
+        left = lister(pcs, cluster_id)
+        return _failure(kind, left) or Look(_statuses(left) if left else GONE, done=not left)
+
+    waiter.poll(f"{kind}s of cluster {cluster_id}", GONE, look)
 
 
 def _drift(module: Any, cluster: dict[str, Any], wanted: dict[str, Any]) -> None:
     """Report, never change, what differs between an existing cluster and the spec's request."""
     seen = {"size": cluster.get("size"), "Slurm version": cluster.get("scheduler", {}).get("version")}
     asked = {"size": wanted["size"], "Slurm version": wanted["scheduler"]["version"]}
-    for key, value in seen.items():
-        if value != asked[key]:
-            module.warn(f"PCS cluster {cluster['name']}: {key} is {value}, not {asked[key]}; left as it is")
+    warn(module, f"PCS cluster {cluster['name']}", drift(seen, asked))
 
 
-def present(module: Any, client: Any, requests: dict[str, Any]) -> dict[str, Any]:
+def present(module: Any, pcs: Any, requests: dict[str, Any], waiter: Waiter) -> dict[str, Any]:
     name = requests["cluster"]["clusterName"]
-    deadline = Deadline(module)
     created: list[str] = []
-    cluster = get_cluster(client, name)
+    cluster = get_cluster(pcs, name)
     if cluster is None:
         created.append(f"cluster {name}")
         if module.check_mode:
             created += [f"node group {g['computeNodeGroupName']}" for g in requests["node_groups"]]
             created += [f"queue {q['queueName']}" for q in requests["queues"]]
             return {"changed": True, "cluster_id": "", "created": created, "deleted": []}
-        cluster = client.create_cluster(**requests["cluster"])["cluster"]
+        cluster = pcs.create_cluster(**requests["cluster"])["cluster"]
     else:
         _drift(module, cluster, requests["cluster"])
     if module.check_mode:
-        groups, listed = node_groups(client, cluster["id"]), queues(client, cluster["id"])
+        groups, listed = node_groups(pcs, cluster["id"]), queues(pcs, cluster["id"])
         created += [
             f"node group {g['computeNodeGroupName']}"
             for g in requests["node_groups"]
@@ -359,58 +326,71 @@ def present(module: Any, client: Any, requests: dict[str, Any]) -> dict[str, Any
         ]
         created += [f"queue {q['queueName']}" for q in requests["queues"] if q["queueName"] not in listed]
         return {"changed": bool(created), "cluster_id": cluster["id"], "created": created, "deleted": []}
+    # The cluster and its node groups are waited for even without O(wait): PCS builds on ACTIVE ones only.
     if cluster["status"] != "ACTIVE":
-        cluster = wait_cluster_active(module, client, name, deadline)
-    groups = node_groups(client, cluster["id"])
+        cluster = waiter.until(f"cluster {name}", lambda: get_cluster(pcs, name), "ACTIVE", failed=FAILED)
+    groups = node_groups(pcs, cluster["id"])
     for request in requests["node_groups"]:
         if request["computeNodeGroupName"] not in groups:
-            made = client.create_compute_node_group(**{**request, "clusterIdentifier": cluster["id"]})
+            made = pcs.create_compute_node_group(**{**request, "clusterIdentifier": cluster["id"]})
             created.append(f"node group {made['computeNodeGroup']['name']}")
     wanted_groups = {request["computeNodeGroupName"] for request in requests["node_groups"]}
-    groups = wait_listed(module, client, node_groups, cluster["id"], wanted_groups, deadline)
-    listed = queues(client, cluster["id"])
+    groups = wait_listed(waiter, pcs, node_groups, cluster["id"], wanted_groups)
+    listed = queues(pcs, cluster["id"])
     for request in requests["queues"]:
         if request["queueName"] not in listed:
             targets = [
                 {"computeNodeGroupId": groups[target["computeNodeGroupId"]]["id"]}
                 for target in request["computeNodeGroupConfigurations"]
             ]
-            made = client.create_queue(
+            made = pcs.create_queue(
                 **{**request, "clusterIdentifier": cluster["id"], "computeNodeGroupConfigurations": targets}
             )
             created.append(f"queue {made['queue']['name']}")
-    wait_listed(module, client, queues, cluster["id"], {q["queueName"] for q in requests["queues"]}, deadline)
+    if module.params["wait"]:
+        wait_listed(waiter, pcs, queues, cluster["id"], {q["queueName"] for q in requests["queues"]})
     ids = {name: group["id"] for name, group in sorted(groups.items())}
-    return {"changed": bool(created), "cluster_id": cluster["id"], "node_group_ids": ids, "created": created}
+    return {
+        "changed": bool(created),
+        "cluster_id": cluster["id"],
+        "node_group_ids": ids,
+        "created": created,
+        "progress": waiter.progress,
+    }
 
 
-def absent(module: Any, client: Any, name: str) -> dict[str, Any]:
+def absent(module: Any, pcs: Any, name: str, waiter: Waiter) -> dict[str, Any]:
     """Queues first, then node groups, then the cluster: PCS refuses to delete what something still uses."""
-    cluster = get_cluster(client, name)
+    cluster = get_cluster(pcs, name)
     if cluster is None:
         return {"changed": False, "cluster_id": "", "created": [], "deleted": []}
     cluster_id = cluster["id"]
-    listed, groups = queues(client, cluster_id), node_groups(client, cluster_id)
+    listed, groups = queues(pcs, cluster_id), node_groups(pcs, cluster_id)
     deleted = [f"queue {q}" for q in sorted(listed)] + [f"node group {g}" for g in sorted(groups)]
     deleted.append(f"cluster {name}")
     if module.check_mode:
         return {"changed": True, "cluster_id": cluster_id, "created": [], "deleted": deleted}
-    deadline = Deadline(module)
     for queue in sorted(listed):
         if listed[queue]["status"] != "DELETING":
-            client.delete_queue(clusterIdentifier=cluster_id, queueIdentifier=listed[queue]["id"])
-    wait_gone(module, client, queues, cluster_id, deadline)
+            pcs.delete_queue(clusterIdentifier=cluster_id, queueIdentifier=listed[queue]["id"])
+    wait_gone(waiter, pcs, queues, cluster_id)
     for group in sorted(groups):
         if groups[group]["status"] != "DELETING":
-            client.delete_compute_node_group(
+            pcs.delete_compute_node_group(
                 clusterIdentifier=cluster_id, computeNodeGroupIdentifier=groups[group]["id"]
             )
-    wait_gone(module, client, node_groups, cluster_id, deadline)
+    wait_gone(waiter, pcs, node_groups, cluster_id)
     if cluster["status"] != "DELETING":
-        client.delete_cluster(clusterIdentifier=cluster_id)
-    while get_cluster(client, name) is not None:
-        deadline.tick(f"cluster {name} deleted")
-    return {"changed": True, "cluster_id": cluster_id, "created": [], "deleted": deleted}
+        pcs.delete_cluster(clusterIdentifier=cluster_id)
+    if module.params["wait"]:
+        waiter.until(f"cluster {name}", lambda: get_cluster(pcs, name), GONE, failed=FAILED)
+    return {
+        "changed": True,
+        "cluster_id": cluster_id,
+        "created": [],
+        "deleted": deleted,
+        "progress": waiter.progress,
+    }
 
 
 _LAUNCH_TEMPLATE = {"id": {"type": "str", "required": True}, "version": {"type": "str", "default": "1"}}
@@ -429,18 +409,14 @@ _FOUNDATION = {
 
 
 def argument_spec() -> dict[str, Any]:
-    return {
-        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "path": {"type": "path"},
-        "spec": {"type": "dict"},
-        "stacks_dir": {"type": "path"},
-        "foundation": {"type": "dict", "options": _FOUNDATION},
-        "ami_id": {"type": "str"},
-        "launch_template": {"type": "dict", "options": _LAUNCH_TEMPLATE},
-        "launch_templates": {"type": "dict", "default": {}},
-        "render_only": {"type": "bool", "default": False},
-        "wait_timeout": {"type": "int", "default": 3600},
-    }
+    return spec_module.argument_spec(
+        {
+            "foundation": {"type": "dict", "options": _FOUNDATION},
+            "ami_id": {"type": "str"},
+            "launch_template": {"type": "dict", "options": _LAUNCH_TEMPLATE},
+            "launch_templates": {"type": "dict", "default": {}},
+        }
+    )
 
 
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -473,15 +449,13 @@ def main() -> None:
         )
     module = AnsibleAWSModule(
         argument_spec=argument_spec(),
-        required_one_of=[("path", "spec")],
-        mutually_exclusive=[("path", "spec")],
         required_if=[("state", "present", ("foundation",))],
         supports_check_mode=True,
+        **spec_module.SPEC_RULES,
     )
     params = module.params
-    if params["render_only"] and params["state"] == "absent":
-        module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
-    spec = load_spec(module)
+    spec_module.check_run_params(module)
+    spec = spec_module.load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         requests = _requests(module, spec)
@@ -490,14 +464,13 @@ def main() -> None:
             module.warn(f"not in the PCS requests: {line}")
         if params["render_only"]:
             module.exit_json(**result)
-    client = module.client("pcs", region=spec["region"])
-    try:
+    pcs = client(module, "pcs", spec["region"])
+    waiter = Waiter.of_module(module, "PCS", POLL_SECONDS, HINT)
+    with reported(module, f"PCS cluster {spec['name']}"):
         if params["state"] == "present":
-            result.update(present(module, client, result["requests"]))
+            result.update(present(module, pcs, result["requests"], waiter))
         else:
-            result.update(absent(module, client, spec["name"]))
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        module.fail_json_aws(error, msg=f"PCS cluster {spec['name']}")
+            result.update(absent(module, pcs, spec["name"], waiter))
     module.exit_json(**result)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws import wait
 from ansible_collections.trainstack.cluster.plugins.modules import pcs_cluster
 from botocore.exceptions import ParamValidationError
 from botocore.session import Session
@@ -119,8 +120,10 @@ def pcs(monkeypatch: pytest.MonkeyPatch) -> Stubber:
         return client
 
     monkeypatch.setattr(pcs_cluster.AnsibleAWSModule, "client", client_for)
-    monkeypatch.setattr(pcs_cluster, "POLL_SECONDS", 0)
+    slept: list[float] = []
+    monkeypatch.setattr(wait, "SLEEP", slept.append)  # the waits' pace, without sleeping it
     stub.asked = asked  # type: ignore[attr-defined]
+    stub.slept = slept  # type: ignore[attr-defined]
     with stub:
         yield stub
     stub.assert_no_pending_responses()
@@ -225,7 +228,17 @@ def test_present_creates_cluster_then_node_group_then_queue(run_module, pcs) -> 
     assert res["cluster_id"] == CLUSTER_ID
     assert res["created"] == ["cluster train-p4d", "node group a100", "queue a100"]
     assert res["node_group_ids"] == {"a100": "pcs_ng0a100"}
-    assert pcs.asked == [{"service": "pcs", "region": "us-east-1"}]
+    assert [line.split(" ", 1)[1] for line in res["progress"]] == [
+        "cluster train-p4d CREATING",
+        "cluster train-p4d ACTIVE",
+        "node group a100 CREATING",
+        "node group a100 ACTIVE",
+        "queue a100 ACTIVE",
+    ]
+    assert pcs.slept == [15, 15]  # the module's own pace: no poll_interval given
+    ((asked, config),) = [({k: v for k, v in a.items() if k != "config"}, a["config"]) for a in pcs.asked]
+    assert asked == {"service": "pcs", "region": "us-east-1"}
+    assert config.retries["mode"] == "standard"  # botocore retries throttling
 
 
 def test_an_existing_cluster_with_the_same_spec_is_left_alone(run_module, pcs) -> None:
@@ -362,3 +375,49 @@ def test_the_render_only_task_of_the_docs_runs_as_written(run_module, pcs, monke
     assert not res.get("failed"), res
     assert res["requests"]["cluster"]["clusterName"] == "train-p4d"
     assert pcs.asked == []
+
+
+# ---------------------------------------------------------------- the waits every cluster module shares
+
+
+@pytest.mark.parametrize("key", ["wait_timeout", "poll_interval"])
+def test_a_wait_of_no_time_is_refused_before_any_client(run_module, pcs, key: str) -> None:
+    res = run_module(**{**ARGS, key: 0})
+    assert res["failed"]
+    assert res["msg"] == f"{key}: must be more than 0 seconds (got 0)"
+    assert pcs.asked == []
+
+
+def test_a_wait_that_runs_out_says_what_it_waited_for_and_the_last_status(
+    run_module, pcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(wait, "CLOCK", lambda: now[0])
+    monkeypatch.setattr(wait, "SLEEP", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    for _look in range(5):  # the first look, then one at 0, 20, 40 and 60 s
+        pcs.add_response("get_cluster", cluster("CREATING"), GET)
+    res = run_module(**{**ARGS, "wait_timeout": 60, "poll_interval": 20})
+    assert res["failed"]
+    assert res["msg"] == (
+        "PCS cluster train-p4d: still CREATING after 60 s (wait_timeout), not ACTIVE. PCS goes on; run the "
+        "same task again to wait once more, or watch it with aws pcs get-cluster"
+    )
+    assert (res["status"], res["progress"]) == ("CREATING", ["0s cluster train-p4d CREATING"])
+
+
+def test_without_wait_the_cluster_deletion_is_not_waited_for(run_module, pcs) -> None:
+    """The queues and node groups must be gone before what they use is deleted, so those are waited for."""
+    pcs.add_response("get_cluster", cluster("ACTIVE"), GET)
+    pcs.add_response("list_queues", {"queues": [summary("a100", "pcs_q0a100")]}, BY_ID)
+    pcs.add_response(
+        "list_compute_node_groups", {"computeNodeGroups": [summary("a100", "pcs_ng0a100")]}, BY_ID
+    )
+    pcs.add_response("delete_queue", {}, {**BY_ID, "queueIdentifier": "pcs_q0a100"})
+    pcs.add_response("list_queues", {"queues": []}, BY_ID)
+    params = {**BY_ID, "computeNodeGroupIdentifier": "pcs_ng0a100"}
+    pcs.add_response("delete_compute_node_group", {}, params)
+    pcs.add_response("list_compute_node_groups", {"computeNodeGroups": []}, BY_ID)
+    pcs.add_response("delete_cluster", {}, {**BY_ID})
+    res = run_module(path=P4D, state="absent", wait=False)
+    assert not res.get("failed"), res
+    assert res["deleted"] == ["queue a100", "node group a100", "cluster train-p4d"]

@@ -1,17 +1,21 @@
-"""Goldens of the five cluster playbooks (batch, eks, hyperpod, pcluster, pcs) against one moto server.
+"""The five cluster playbooks (batch, eks, hyperpod, pcluster, pcs) against one moto server give their
+goldens: what each renders for every example spec, the arguments it hands its last module, and the message it
+stops with when the foundation's record or the AMI is missing or the record is another region's.
 
-Each case runs one playbook the way a user does and keeps what it hands on: the arguments of its last module
-(the foundation mapped from the record, the AMI it found) with the requests that module rendered, the
-playbook's closing message, or the message it stopped with. tests/data/cluster_playbooks/<case>.json holds
+Each case runs one playbook the way a user does and keeps what it hands on: the arguments its tasks set on its
+last module (the foundation mapped from the record, the AMI it found) with the requests that module rendered,
+the playbook's closing message, or the message it stopped with. tests/data/cluster_playbooks/<case>.json holds
 what the playbooks gave before their shared step (read the foundation's record, check it, find the AMI by
-tags) became one module; the same runs must give the same, byte for byte after the normalising below.
+tags) became one module, trainstack.cluster.cluster_inputs; the same runs must give the same after the
+normalising below.
 
 The cases: every example spec each playbook takes (inventories/aws/{batch,eks,hyperpod,clusters}), rendered
-without making anything (check mode, PCS's render_only; ParallelCluster's configuration file, marked slow
-because each run builds the node bundle); an AMI given by -e instead of tags; and the refusals: no record,
-a record of another region, no AMI carrying the tags, state=absent without a record, pcluster_action=delete
-(which looks no AMI up). AMI ids, the moto URL, temporary paths and the bundle's digest are replaced by
-names, so the goldens hold only what the playbooks decide.
+without making anything (check mode, PCS's render_only; ParallelCluster's configuration file); an AMI given by
+-e instead of tags; and the refusals: no record, a record of another region, no AMI carrying the tags,
+state=absent without a record, pcluster_action=delete (which looks no AMI up). AMI ids, the moto URL,
+temporary paths and the bundle's digest are replaced by names, so the goldens hold only what the playbooks
+decide. Each case is one playbook run (5 to 15 s on a 2-core host); the four ParallelCluster renders build the
+node bundle each (about 35 s), so they are marked slow.
 
 TRAINSTACK_WRITE_GOLDENS=1 writes the goldens instead of comparing (only when the playbooks' behaviour is
 meant to change; say so in the commit).

@@ -68,7 +68,7 @@ options:
     description: How the playbook words the end of its refusals.
     type: dict
     default: {}
-    options:
+    suboptions:
       nothing_done:
         description: The sentence every refusal ends with.
         type: str
@@ -92,10 +92,11 @@ options:
         default: false
 extends_documentation_fragment:
   - amazon.aws.common.modules
+  - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
   - Supports check mode; it only reads.
-  - The region of the look-up is the spec's C(region).
+  - The look-up runs in the spec's C(region); O(region) is not used.
 seealso:
   - module: trainstack.cluster.cluster_spec
   - module: amazon.aws.ec2_ami_info

@@ -17,14 +17,11 @@ import yaml
 
 # The lab's and moto's helpers are product code, shared with the benchmarks (bench/support); re-exported here
 # so that a test finds every helper in one place.
-from bench.support.lab import LAB_KEY as LAB_KEY
-from bench.support.lab import LAB_SSH as LAB_SSH
-from bench.support.lab import VENV_BIN as VENV_BIN
-from bench.support.lab import ansible_env as ansible_env
-from bench.support.moto import MOTO_KEYS as MOTO_KEYS
-from bench.support.moto import MotoServer as MotoServer
-from bench.support.moto import free_port as free_port
-from bench.support.moto import start_moto as start_moto
+from bench.support.lab import LAB_KEY, LAB_SSH, VENV_BIN, ansible_env
+from bench.support.moto import MOTO_KEYS, MotoServer, free_port, start_moto
+
+# The names above that tests import from here (the rest of this module's names are its own).
+REEXPORTED = (LAB_KEY, LAB_SSH, VENV_BIN, ansible_env, MOTO_KEYS, MotoServer, free_port, start_moto)
 
 if TYPE_CHECKING:
     from ansible.template import Templar

@@ -98,7 +98,8 @@ class ActionModule(ActionBase):
         refusal, manifest = refusals(request, catalog, known_variables(str(args["argument_specs"])))
         if refusal:
             return {**result, "failed": True, "msg": refusal}
-        assert manifest is not None
+        if manifest is None:  # refusals() gives a manifest whenever it refuses nothing
+            raise AnsibleActionFail("training_job_plan: no manifest for an accepted request")
         instance = instance_entry(request["training_job_instance_type"])
         image = dict(args.get("image") or {})
         problems = plan.image_problems(request, image, instance) if "image" in args else []

@@ -45,8 +45,7 @@ options:
     description: Report the image's problems in RV(image_problems) instead of refusing it.
     type: bool
     default: false
-author:
-  - trainstack maintainers
+author: trainstack maintainers (@trainstack)
 """
 
 EXAMPLES = r"""

@@ -40,7 +40,7 @@ def suggestions(name: str, known: Iterable[str], prefix: str = "") -> list[str]:
     ]
     close = [item for item in scored if item[0] >= CLOSE]
     close.sort(key=lambda item: -item[0])
-    return [candidate for _, candidate in close[:KEEP]]
+    return [candidate for _score, candidate in close[:KEEP]]
 
 
 def close_matches(unknown: Iterable[str], known: Iterable[str], prefix: str = "") -> str:

@@ -130,14 +130,14 @@ def test_an_unknown_variable_is_refused_with_close_matches() -> None:
 
 
 def test_an_unknown_test_case_lists_the_catalog() -> None:
-    refusal, _ = refusals(request("pytorch/nope"), CATALOG, known_variables(SPECS))
+    refusal, _manifest = refusals(request("pytorch/nope"), CATALOG, known_variables(SPECS))
     assert refusal.startswith("Unknown test case 'pytorch/nope'. Known: deepspeed/zero3, hf/finetune")
-    refusal, _ = refusals(request(""), CATALOG, known_variables(SPECS))
+    refusal, _manifest = refusals(request(""), CATALOG, known_variables(SPECS))
     assert "(training_job_testcase is required)" in refusal
 
 
 def test_every_broken_input_is_named_in_one_refusal() -> None:
-    refusal, _ = refusals(
+    refusal, _manifest = refusals(
         request(training_job_nodes=0, training_job_partition="a b"), CATALOG, known_variables(SPECS)
     )
     assert "training_job_nodes must be >= 1 (got 0)." in refusal
@@ -146,7 +146,9 @@ def test_every_broken_input_is_named_in_one_refusal() -> None:
 
 
 def test_request_problems_say_which_test_case() -> None:
-    refusal, _ = refusals(request(training_job_args={"config": "huge"}), CATALOG, known_variables(SPECS))
+    refusal, _manifest = refusals(
+        request(training_job_args={"config": "huge"}), CATALOG, known_variables(SPECS)
+    )
     assert refusal.startswith("Cannot launch pytorch/fsdp: Unknown config huge for pytorch/fsdp")
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, current_stack, run, serve_directory
 
-MIRROR = REPO / "tests" / "integration" / "fabric" / "mirror.py"
+MIRROR = REPO / "scripts" / "fabric_mirror.py"
 
 
 def _mirror() -> ModuleType:

@@ -9,6 +9,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
@@ -21,16 +22,54 @@ def _ansible_package_collections() -> str:
     return str(site)
 
 
-def test_build_install_and_run_by_fqcn(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The collection built from this checkout, as `ansible-galaxy collection build` makes it."""
+    out = tmp_path_factory.mktemp("build")
     version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
-    run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp_path), str(REPO)])
-    tarball = tmp_path / f"trainstack-cluster-{version}.tar.gz"
-    assert tarball.is_file()
+    run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(REPO)])
+    built = out / f"trainstack-cluster-{version}.tar.gz"
+    assert built.is_file()
+    return built
+
+
+def _shipped(tarball: Path) -> set[str]:
+    """Every path in the tarball."""
     with tarfile.open(tarball) as tar:
-        names = set(tar.getnames())
+        return set(tar.getnames())
+
+
+def test_the_tarball_ships_no_local_output(tarball: Path) -> None:
+    """Nothing that git ignores in this checkout (the virtualenv, caches, results/, the lab's state, built
+    wheels) is in the tarball, whatever of it exists here."""
+    names = _shipped(tarball)
     assert {"MANIFEST.json", "FILES.json", "meta/runtime.yml", "playbooks/ping.yml"} <= names
     assert not any(n.startswith((".venv", ".cache", ".git/")) for n in names), "build_ignore leaks"
+    candidates = sorted(n for n in names if n not in {"MANIFEST.json", "FILES.json"})
+    ignored = run(
+        ["git", "check-ignore", "--no-index", "--stdin"], check=False, input="\n".join(candidates)
+    ).stdout.split()
+    assert ignored == [], (
+        f"shipped although git ignores them (add them to galaxy.yml build_ignore): {ignored}"
+    )
 
+
+def test_an_execution_environment_gets_the_collections_requirements(tarball: Path, tmp_path: Path) -> None:
+    """ansible-builder reads meta/execution-environment.yml from the installed collection and finds the
+    controller's Python and system requirements in it."""
+    installed = tmp_path / "collections"
+    env = ansible_env(ANSIBLE_COLLECTIONS_PATH=f"{installed}:{_ansible_package_collections()}")
+    env.pop("ANSIBLE_CONFIG")
+    galaxy = [str(VENV_BIN / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(installed)]
+    run([*galaxy, str(tarball)], env=env)
+    found = yaml.safe_load(run([str(VENV_BIN / "ansible-builder"), "introspect", str(installed)]).stdout)
+    python = {line.split("#")[0].split(">=")[0].strip() for line in found["python"]}
+    system = {line.split("#")[0].strip() for line in found["system"]}
+    assert {"boto3", "botocore", "kubernetes"} <= python, found
+    assert "openssh-client [platform:dpkg]" in system, found
+
+
+def test_build_install_and_run_by_fqcn(tarball: Path, tmp_path: Path) -> None:
     installed = tmp_path / "collections"
     # --offline: dependencies resolve against what is installed (the ansible package), never a Galaxy server.
     env = ansible_env(ANSIBLE_COLLECTIONS_PATH=f"{installed}:{_ansible_package_collections()}")

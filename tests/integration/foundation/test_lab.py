@@ -243,6 +243,21 @@ def test_not_root_is_refused(lab_required: None) -> None:
     assert not link_exists("tsbad0")
 
 
+def test_lab_down_refuses_a_directory_the_lab_did_not_make(lab: None, tmp_path: Path) -> None:
+    """A run directory set by mistake to a system directory: lab-down names it and removes nothing at all,
+    neither that directory nor the lab's containers, bridge or state."""
+    system = tmp_path / "etc-ssh"
+    system.mkdir()
+    (system / "sshd_config").write_text("Port 22\n")
+    nodes = [name for name in _containers("ts-") if re.match(r"^ts-(head|compute\d+)$", name)]
+    proc = playbook("lab_down", "-e", f"lab_run_dir={system}", check=False)
+    assert proc.returncode != 0
+    assert f"{system} holds no .trainstack-lab file reading 'trainstack-lab: ts'" in proc.stdout, proc.stdout
+    assert (system / "sshd_config").is_file()
+    assert len(nodes) == 3 and set(nodes) <= set(_containers("ts-"))
+    assert link_exists("tslab0") and STATE.is_dir()
+
+
 @pytest.mark.lab_teardown
 def test_lab_down_leaves_nothing(lab_required: None) -> None:
     with own_nodes_done():

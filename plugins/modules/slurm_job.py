@@ -73,7 +73,9 @@ options:
     type: int
     default: 3600
   poll_interval:
-    description: Seconds between polls of Slurm; must be greater than 0.
+    description:
+      - Seconds between polls of Slurm; at least 1. Each poll is a C(squeue) or C(sacct) call that the
+        cluster's controller answers.
     type: float
     default: 2.0
   progress_interval:
@@ -221,6 +223,11 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.slurm_jobs impo
     timeout_message,
 )
 
+# Polls below this only load slurmctld and slurmdbd: a job that ends is seen within a second either way.
+MIN_POLL_INTERVAL = 1.0
+# Name lookups without JSON: id, state, then the name, which may hold any character squeue prints.
+NAME_LOOKUP_FORMAT = "%i|%T|%j"
+
 
 class Slurm:
     """The job commands of one module run; it learns on the way what this cluster offers.
@@ -308,10 +315,35 @@ def _run(module: AnsibleModule, argv: list[str], cwd: str | None = None) -> str:
     return out
 
 
+def _named_jobs_json(module: AnsibleModule, name: str) -> list[JobInfo] | None:
+    """Queued jobs of exactly this name from ``squeue --json``, or None where this Slurm has no JSON output.
+
+    The name is compared here, not only by squeue: some releases ignore filters under ``--json``."""
+    rc, out, _err = module.run_command(["squeue", "--json", "--name", name])
+    if rc != 0:
+        return None
+    try:
+        return [j for j in parse_squeue_json(out, int(time.time())) if j.name == name]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _named_jobs_text(module: AnsibleModule, name: str) -> list[JobInfo]:
+    """Queued jobs of exactly this name from squeue's text output, the name printed last: a name that holds
+    the field separator then stays whole instead of shifting the other fields."""
+    out = _run(module, ["squeue", "--noheader", "--name", name, "--format", NAME_LOOKUP_FORMAT])
+    jobs = []
+    for line in out.splitlines():
+        fields = line.strip().split("|", 2)
+        if len(fields) == 3 and fields[2] == name:
+            jobs.append(JobInfo(job_id=fields[0], name=fields[2], state=fields[1], source="squeue"))
+    return jobs
+
+
 def active_jobs(module: AnsibleModule, name: str) -> list[JobInfo]:
-    """Jobs of this name still in the queue, newest first."""
-    out = _run(module, ["squeue", "--noheader", "--name", name, "--format", SQUEUE_FORMAT])
-    jobs = [j for j in parse_squeue(out) if j.active]
+    """Jobs of this name still in the queue, newest first (``squeue --json`` where Slurm offers it)."""
+    found = _named_jobs_json(module, name)
+    jobs = [j for j in (found if found is not None else _named_jobs_text(module, name)) if j.active]
     return sorted(jobs, key=lambda j: int(base_job_id(j.job_id)), reverse=True)
 
 
@@ -361,9 +393,14 @@ def result(
 def validate(module: AnsibleModule) -> None:
     """Refuse bad values before any Slurm command runs, naming the option and the rule."""
     p = module.params
-    for key in ("timeout", "poll_interval", "progress_interval"):
+    for key in ("timeout", "progress_interval"):
         if p[key] <= 0:
             module.fail_json(msg=f"{key} must be greater than 0 seconds (got {p[key]:g})")
+    if p["poll_interval"] < MIN_POLL_INTERVAL:
+        module.fail_json(
+            msg=f"poll_interval must be at least {MIN_POLL_INTERVAL:g} second (got {p['poll_interval']:g}): "
+            "every poll runs squeue or sacct, which slurmctld and slurmdbd answer for the whole cluster"
+        )
     if p["job_id"]:
         try:
             p["job_id"] = check_job_id(p["job_id"])

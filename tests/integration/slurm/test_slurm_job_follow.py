@@ -106,7 +106,7 @@ def _follow(tmp_path: Path, name: str, body: str, **args: object) -> tuple[int, 
 def test_follows_a_job_to_its_end_through_scontrol_without_accounting(no_accounting: None, tmp_path) -> None:
     name = f"follow-noacct-{os.getpid()}"
     rc, out, job = _follow(
-        tmp_path, name, "sleep 2; exit 3", wait=True, timeout=120, progress_interval=1, poll_interval=0.5
+        tmp_path, name, "sleep 2; exit 3", wait=True, timeout=120, progress_interval=1, poll_interval=1
     )
     assert rc == 0, out[-3000:]
     assert not job.get("failed"), job

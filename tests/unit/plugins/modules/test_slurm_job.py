@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.unit.plugins.modules.conftest import FakeSlurm, answer
 
 NO_ACCOUNTING = answer("sacct-disabled.err")
 UNKNOWN = answer("squeue-unknown.err")
-FAST = {"poll_interval": 0.05}
+FAST = {"poll_interval": 1}
+
+
+class VirtualClock:
+    """The module's ``time`` with sleeps that pass at once: waits of many one-second polls take no time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    from ansible_collections.trainstack.cluster.plugins.modules import slurm_job
+
+    virtual = VirtualClock()
+    monkeypatch.setattr(slurm_job, "time", virtual)
+    return virtual
 
 
 def no_accounting(slurm: FakeSlurm) -> FakeSlurm:
@@ -24,8 +54,6 @@ def no_accounting(slurm: FakeSlurm) -> FakeSlurm:
     [
         ("timeout", 0),
         ("timeout", -5),
-        ("poll_interval", 0),
-        ("poll_interval", -0.5),
         ("progress_interval", 0),
     ],
 )
@@ -33,6 +61,14 @@ def test_non_positive_numbers_are_refused_before_slurm_is_asked(slurm, run_modul
     res = run_module(name="x", state="query", wait=True, **{key: value})
     assert res["failed"]
     assert res["msg"] == f"{key} must be greater than 0 seconds (got {value})"
+    assert slurm.calls == []
+
+
+@pytest.mark.parametrize("value", [0, -0.5, 0.001, 0.99])
+def test_a_poll_interval_under_a_second_is_refused_before_slurm_is_asked(slurm, run_module, value) -> None:
+    res = run_module(name="x", state="query", wait=True, poll_interval=value)
+    assert res["failed"]
+    assert res["msg"].startswith(f"poll_interval must be at least 1 second (got {value:g}): every poll runs")
     assert slurm.calls == []
 
 
@@ -236,20 +272,44 @@ def test_unknown_job_fails_naming_the_sources(slurm, run_module) -> None:
 
 
 def test_adopts_the_queued_job_of_the_same_name(slurm, run_module) -> None:
-    slurm.on("squeue", answer("squeue-running.txt"), match=("--name", "fsdp-tiny"))
+    """Without JSON output (an older squeue), the name lookup reads text with the name printed last."""
     slurm.on("squeue", UNKNOWN, match=("--json",))
+    # squeue --format '%i|%T|%j' for the running job 12 (the fields of squeue-running.txt, in that order).
+    slurm.on("squeue", {"out": "12|RUNNING|fsdp-tiny\n"}, match=("--name", "fsdp-tiny"))
     slurm.on("squeue", answer("squeue-running.txt"))
     res = run_module(name="fsdp-tiny", script="/tmp/job.sbatch")
     assert (res["job_id"], res["submitted"], res["changed"], res["state"]) == ("12", False, False, "RUNNING")
     assert not any(c[0] == "sbatch" for c in slurm.calls)
 
 
-def test_adopting_a_queued_array_returns_its_base_id(slurm, run_module) -> None:
-    slurm.on("squeue", answer("squeue-array.txt"), match=("--name", "arr"))
+def test_a_name_holding_the_separator_is_adopted_not_submitted_again(slurm, run_module) -> None:
     slurm.on("squeue", UNKNOWN, match=("--json",))
-    slurm.on("squeue", answer("squeue-array.txt"))
+    slurm.on("squeue", {"out": "12|RUNNING|tiny|fsdp\n"}, match=("--name", "tiny|fsdp"))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    res = run_module(name="tiny|fsdp", script="/tmp/job.sbatch")
+    assert (res["job_id"], res["submitted"]) == ("12", False)
+    assert not any(c[0] == "sbatch" for c in slurm.calls)
+
+
+def test_adopting_a_queued_array_returns_its_base_id(slurm, run_module) -> None:
+    """squeue --json (22.05 lists every job whatever the filter): the array's tasks are found by name."""
+    slurm.on("squeue", answer("squeue-all-array.json"))
     res = run_module(name="arr", script="/tmp/job.sbatch")
     assert (res["job_id"], res["submitted"]) == ("13", False)
+    assert ["squeue", "--json", "--name", "arr"] in slurm.calls
+
+
+def test_json_name_lookup_takes_only_live_jobs_of_exactly_that_name(slurm, run_module) -> None:
+    """Jobs 10 and 12 of the name have ended and jobs of other names run: a new job is submitted."""
+    no_accounting(slurm)
+    slurm.on("sbatch", {"out": "20\n"})
+    slurm.on("squeue", answer("squeue-all-array.json"))
+    slurm.on("scontrol", answer("scontrol-unknown.err"))
+    res = run_module(name="fsdp-tiny", script="/tmp/job.sbatch")
+    assert res["submitted"] and res["job_id"] == "20", res
+    assert [c for c in slurm.calls if c[0] == "sbatch"] == [
+        ["sbatch", "--parsable", "--job-name=fsdp-tiny", "/tmp/job.sbatch"]
+    ]
 
 
 def test_submits_when_none_is_queued_and_follows_the_new_id(slurm, run_module) -> None:

@@ -19,7 +19,7 @@ RUNNING = answer("squeue-running.txt")
 
 
 def _play(tmp_path: Path, slurm: FakeSlurm, **args: object) -> tuple[int, str]:
-    task = {"name": "fsdp-tiny", "script": "/tmp/job.sbatch", "wait": True, "poll_interval": 0.2, **args}
+    task = {"name": "fsdp-tiny", "script": "/tmp/job.sbatch", "wait": True, "poll_interval": 1, **args}
     play = [
         {
             "hosts": "localhost",
@@ -57,7 +57,7 @@ def _submits_job_12(slurm: FakeSlurm) -> None:
 
 def test_progress_lines_while_following_to_the_end(tmp_path, slurm) -> None:
     _submits_job_12(slurm)
-    slurm.on("squeue", *[RUNNING] * 14, answer("squeue-failed.txt"))
+    slurm.on("squeue", *[RUNNING] * 4, answer("squeue-failed.txt"))
     slurm.on("scontrol", answer("scontrol-failed.txt"))
     rc, out = _play(tmp_path, slurm, timeout=60, progress_interval=1)
     assert rc == 0, out[-3000:]

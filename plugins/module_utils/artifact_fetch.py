@@ -38,6 +38,33 @@ class ArtifactError(RuntimeError):
     """A download that must not be used: unreachable, refused for lack of a checksum, or corrupt."""
 
 
+class PermanentDownloadError(ArtifactError):
+    """The server answered that this request cannot succeed (a 4xx status other than timeout and throttling):
+    asking again gives the same answer, so it is not retried."""
+
+
+# 4xx answers that may change on a later try: request timeout, too early, too many requests.
+_TRANSIENT_CLIENT_ERRORS = frozenset({408, 425, 429})
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an error carries: urllib's HTTPError (``code``) or botocore's ClientError (S3)."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return status if isinstance(status, int) else None
+    return None
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether an error is a client error that a retry cannot mend."""
+    status = _status_of(exc)
+    return status is not None and 400 <= status < 500 and status not in _TRANSIENT_CLIENT_ERRORS
+
+
 class ChecksumMismatchError(ArtifactError):
     """The bytes received are not the bytes the stack or lock pinned; both hashes are in the message."""
 
@@ -177,7 +204,8 @@ def _open_source(source: str, timeout: float, allow_http: bool = False) -> Itera
     except ArtifactError:
         raise
     except Exception as exc:
-        raise ArtifactError(f"cannot download {source}: {exc}") from exc
+        error = PermanentDownloadError if is_permanent(exc) else ArtifactError
+        raise error(f"cannot download {source}: {exc}") from exc
 
 
 def check_transport(name: str, url: str, source: str, expected: str | None, allow_http: bool) -> None:
@@ -311,14 +339,16 @@ def _download_retrying(
     source: str, path: str, timeout: float, attempts: int, pause: float, allow_http: bool = False
 ) -> tuple[str, int]:
     """Download with a few tries: vendor CDNs and proxies drop connections now and then, and a build that
-    fails on one reset wastes the whole image. Local files (file://) fail the same way every time: one try."""
+    fails on one reset wastes the whole image. Local files (file://) fail the same way every time, and so does
+    a 4xx answer such as 404 or 403: one try."""
     tries = 1 if source.startswith("file://") else max(1, attempts)
     for attempt in range(1, tries + 1):
         try:
             return _download(source, path, timeout, allow_http)
         except ArtifactError as exc:
-            if attempt == tries:
-                raise ArtifactError(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from exc
+            if attempt == tries or isinstance(exc, PermanentDownloadError):
+                error = PermanentDownloadError if isinstance(exc, PermanentDownloadError) else ArtifactError
+                raise error(f"{exc} (after {attempt} attempt{'s' if attempt > 1 else ''})") from exc
             time.sleep(pause * attempt)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 

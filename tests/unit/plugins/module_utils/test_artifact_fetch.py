@@ -217,6 +217,34 @@ def test_a_failed_first_transfer_is_retried(tmp_path, failure):
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize(("status", "asked"), [(404, 1), (403, 1), (410, 1), (429, 3), (500, 3)])
+def test_a_client_error_is_not_asked_again(tmp_path, status, asked):
+    """A missing or forbidden file stays so: one request and a clear error. Throttling and server errors
+    are asked again, as before."""
+    calls = []
+
+    class Answers(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            calls.append(self.path)
+            self.send_error(status)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/gone.tar.gz"
+    trust = af.Trust(sha256="a" * 64, allow_http=True)
+    try:
+        with pytest.raises(af.ArtifactError, match=rf"cannot download {url}: HTTP Error {status}") as err:
+            af.fetch("gone", url, str(tmp_path / "gone.tar.gz"), trust=trust, attempts=3, retry_pause=0)
+    finally:
+        server.shutdown()
+    assert len(calls) == asked
+    assert isinstance(err.value, af.PermanentDownloadError) == (asked == 1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_corrupt_lock_is_an_error(tmp_path):
     bad = tmp_path / "bad.lock.json"
     bad.write_text("{not json")

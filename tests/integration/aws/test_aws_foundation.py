@@ -209,6 +209,12 @@ BAD = [
         "aws_foundation_fsx_per_unit_storage_throughput",
     ),
     ("bad-orchestrator", {"aws_foundation_orchestrator": "kubernetes"}, "aws_foundation_orchestrator"),
+    # A data bucket that does not exist: found by the read-only checks, before the VPC and its gateways.
+    (
+        "bad-bucket",
+        {"aws_foundation_bucket_create": False, "aws_foundation_bucket_name": "no-such-team-datasets"},
+        "aws_foundation_bucket_name",
+    ),
     # The execution role's name is taken by a role of another cluster (made below).
     ("bad-owner", {"aws_foundation_orchestrator": "hyperpod"}, "aws_foundation_cluster_name"),
 ]
@@ -472,6 +478,35 @@ def test_teardown_removes_what_carries_the_tag_and_nothing_else(
     assert [o["Key"] for o in objects] == ["corpus/part-0000.jsonl"]
     # A teardown that is run again (after an interrupted one, say) finds nothing to do.
     assert changed_tasks(succeeded(playbook(tmp_path, moto, "cluster_teardown", clusters))) == []
+
+
+@pytest.mark.slow
+def test_a_failure_after_creation_names_what_was_made_and_the_teardown(
+    tmp_path: Path, moto: MotoServer
+) -> None:
+    """A step that fails once resources exist (here the placement group, which moto's EC2 does not offer):
+    the run fails naming the VPC, security group, bucket and role it made and the teardown playbook, and that
+    teardown leaves nothing of the cluster."""
+    half = {**OWN_VPC, "aws_foundation_cluster_name": "llm-half", "aws_foundation_placement_group": True}
+    result = playbook(tmp_path, moto, "cluster_foundation", {"llm-half": half})
+    assert result["returncode"] != 0
+    made = tagged(moto, "llm-half")
+    message = messages_of(result, "llm-half")
+    assert "The foundation of llm-half stopped at 'Create the cluster placement group'" in message, message
+    assert f"VPC {made['vpcs'][0]}" in message, (made, message)
+    assert (
+        "security group sg-" in message
+        and "bucket trainstack-llm-half-" in message
+        and "IAM role " in message
+    ), message
+    assert "trainstack.cluster.cluster_teardown" in message, message
+    # The placement group was never made (and moto cannot look for one).
+    teardown = {
+        **{k: v for k, v in half.items() if k in TEARDOWN_KEYS},
+        "aws_foundation_placement_group": False,
+    }
+    succeeded(playbook(tmp_path, moto, "cluster_teardown", {"llm-half": teardown}))
+    assert not any(tagged(moto, "llm-half").values())
 
 
 AWS_POLICY = "arn:aws:iam::aws:policy/"

@@ -183,7 +183,7 @@ def test_host_variables_hyperpod_gets_ssm_proxy_and_cpu_has_no_gpu_model():
 @pytest.mark.parametrize(
     ("target", "region", "profile"),
     [
-        ("sagemaker-cluster:c_q-i-1; touch /tmp/pwned", "us-east-1", None),
+        ("sagemaker-cluster:c_q-i-1; echo pwned", "us-east-1", None),
         ("i-1", "us-east-1 $(id)", "prod `id`"),
         ("i-1", "us-east-1", 'it\'s a "profile" with %p %h & | > spaces'),
         ("i-1", "us-east-1", r"back\slash\" '\'"),

@@ -4,7 +4,8 @@ The command strings of ansible.builtin.shell, command (free form or cmd:), raw a
 playbooks and molecule scenarios are read (blocks, rescue and always walked) and each `{{ ... }}` in them must
 end in `| quote`, unless ALLOWED names it with the reason it is safe. A quoted expression must also stand
 outside shell quotes: `"{{ x | quote }}"` would put literal quote characters into the value. argv lists run no
-shell and are not read; nor are creates/removes/chdir, which are paths, not shell.
+shell and are not read; nor are creates/removes/chdir, which are paths, not shell. The executable of a
+script task is read: Ansible joins it into the shell line unquoted.
 """
 
 from __future__ import annotations
@@ -88,15 +89,19 @@ def walk_tasks(node: object) -> Iterator[dict]:
 
 
 def command_string(task: dict) -> str | None:
-    """The shell/command string of a task, or None where it runs argv (or nothing templated)."""
+    """The shell/command string of a task, or None where it runs argv.
+
+    ansible.builtin.script also puts its executable into the shell line, unquoted, before the script.
+    """
     for module in MODULES.intersection(task):
         value = task[module]
-        if isinstance(value, dict):
-            value = value.get("cmd")
-        if value is None and isinstance(task.get("args"), dict):
-            value = task["args"].get("cmd")
-        if isinstance(value, str):
-            return value
+        args = task.get("args") if isinstance(task.get("args"), dict) else {}
+        params = value if isinstance(value, dict) else args
+        command = value if isinstance(value, str) else params.get("cmd")
+        if not isinstance(command, str):
+            return None
+        executable = params.get("executable") if module.endswith("script") else None
+        return f"{executable} {command}" if isinstance(executable, str) else command
     return None
 
 
@@ -273,5 +278,9 @@ def test_argv_and_paths_are_not_read():
     assert command_string(task) is None
     assert command_string({"ansible.builtin.shell": "echo {{ x }}"}) == "echo {{ x }}"
     assert command_string({"ansible.builtin.shell": None, "args": {"cmd": "echo {{ x }}"}}) == "echo {{ x }}"
+    script = {"ansible.builtin.script": {"cmd": "s.py", "executable": "{{ python }}"}}
+    assert command_string(script) == "{{ python }} s.py"
+    shell = {"ansible.builtin.shell": {"cmd": "echo", "executable": "{{ bash }}", "creates": "{{ y }}"}}
+    assert command_string(shell) == "echo"
     nested = [{"block": [{"rescue": [], "always": [{"ansible.builtin.raw": "x"}]}]}]
     assert len(list(walk_tasks(nested))) == 1

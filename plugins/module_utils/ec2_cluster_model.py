@@ -11,6 +11,7 @@ AWS or templating anything per host.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -330,13 +331,17 @@ def ssm_target(node: Node) -> str:
 
 
 def ssm_proxy_args(target: str, region: str, profile: str | None) -> str:
-    """ssh options that tunnel through SSM, so HyperPod nodes need no inbound port or bastion."""
-    command = (
-        f"aws ssm start-session --target {target} --document-name AWS-StartSSHSession "
-        f"--parameters portNumber=%p --region {region}"
-    )
+    """ssh options that tunnel through SSM, so HyperPod nodes need no inbound port or bastion.
+
+    Each value is shell-quoted (ssh runs ProxyCommand with the user's shell) with its % doubled (ssh expands
+    %-tokens); the command is double-quoted once more for Ansible, which splits ssh_common_args with shlex.
+    """
+    target, region = target.replace("%", "%%"), region.replace("%", "%%")
+    words = ["aws", "ssm", "start-session", "--target", target, "--document-name", "AWS-StartSSHSession"]
+    words += ["--parameters", "portNumber=%p", "--region", region]
     if profile:
-        command += f" --profile {profile}"
+        words += ["--profile", profile.replace("%", "%%")]
+    command = shlex.join(words).replace("\\", "\\\\").replace('"', '\\"')
     return f'-o ProxyCommand="{command}"'
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import subprocess
 
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils import ec2_cluster_model as model
@@ -175,6 +178,35 @@ def test_host_variables_hyperpod_gets_ssm_proxy_and_cpu_has_no_gpu_model():
     assert hostvars["ec2_gpu_count"] == 0
     assert "ec2_gpu_model" not in hostvars and "ec2_private_ip_address" not in hostvars
     assert "ansible_ssh_common_args" not in model.host_variables(node, None, ssm=False, ssm_profile=None)
+
+
+@pytest.mark.parametrize(
+    ("target", "region", "profile"),
+    [
+        ("sagemaker-cluster:c_q-i-1; echo pwned", "us-east-1", None),
+        ("i-1", "us-east-1 $(id)", "prod `id`"),
+        ("i-1", "us-east-1", 'it\'s a "profile" with %p %h & | > spaces'),
+        ("i-1", "us-east-1", r"back\slash\" '\'"),
+    ],
+)
+def test_ssm_proxy_command_passes_hostile_values_as_single_words(target, region, profile):
+    """Ansible splits ssh_common_args with shlex; ssh expands %-tokens (%% is a %) then runs the shell."""
+    options = shlex.split(model.ssm_proxy_args(target, region, profile))
+    assert options[0] == "-o" and len(options) == 2 and options[1].startswith("ProxyCommand=")
+    command = options[1].removeprefix("ProxyCommand=")
+    assert "portNumber=%p" in command
+    ssh_expanded = re.sub(r"%([%p])", lambda token: {"%": "%", "p": "22"}[token.group(1)], command)
+    words = shlex.split(ssh_expanded)
+    expected = ["aws", "ssm", "start-session", "--target", target, "--document-name", "AWS-StartSSHSession"]
+    expected += ["--parameters", "portNumber=22", "--region", region] + (
+        ["--profile", profile] if profile else []
+    )
+    assert words == expected
+    # and as ssh runs it: `exec <command>` by the shell (here printing each word instead of running aws)
+    shell = subprocess.run(
+        ["/bin/sh", "-c", "exec printf '%s\\0' " + ssh_expanded], capture_output=True, check=True
+    )
+    assert shell.stdout.decode().split("\0")[:-1] == expected
 
 
 def test_plan_groups_children_and_variables_exact():

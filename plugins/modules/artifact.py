@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Ansible module: the one way trainstack downloads a pinned artifact (see module_utils/artifact_fetch)."""
+"""Ansible module: the one way trainstack downloads a pinned artifact (module_utils/artifact/artifact_fetch)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ lock_changed:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import (
     ArtifactError,
     Trust,
     fetch,

@@ -1,7 +1,11 @@
 #!/usr/bin/python
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Ansible module: the one way trainstack downloads a pinned artifact (module_utils/artifact/artifact_fetch)."""
+"""Ansible module: the one way trainstack downloads a pinned artifact.
+
+The download, its checksums and the lock entries are module_utils/artifact/artifact_fetch.py; this module
+checks its options and calls it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""module_utils/cluster/pcs_render.py: the AWS PCS requests of each example cluster spec, checked by the model.
+"""module_utils/cluster/pcs_render.py: each example cluster spec's AWS PCS requests, held to the model.
 
 moto has no PCS backend, so nothing here (or anywhere in the tests) reaches a PCS API: every rendered request
 is validated against botocore's own model of the PCS API (service-2.json, 2023-02-10), first by botocore's

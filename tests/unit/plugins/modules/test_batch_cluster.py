@@ -1,4 +1,4 @@
-"""trainstack.cluster.batch_cluster and module_utils/cluster/batch_render.py, in process against a moto server.
+"""trainstack.cluster.batch_cluster and module_utils/cluster/batch_render.py, in process, on a moto server.
 
 moto (5.2.5) implements Batch's compute environments, job queues and job definitions, and checks what AWS
 checks first: the instance profile and service role exist, the subnet and security group exist. The VPC,

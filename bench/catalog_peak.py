@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE_UTILS = ROOT / "plugins" / "module_utils"
+CATALOG = ROOT / "plugins" / "module_utils" / "catalog"
 # The committed GPU results were measured on NVIDIA H200s; p5en is a catalog type with that GPU.
 DEFAULT_INSTANCE_TYPE = "p5en.48xlarge"
 
@@ -28,10 +28,10 @@ class PeakError(ValueError):
 
 
 def _load(name: str) -> ModuleType:
-    """One module of plugins/module_utils by path (registered first: dataclasses look their module up)."""
+    """One module of module_utils/catalog by path (registered first: dataclasses look their module up)."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, MODULE_UTILS / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, CATALOG / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render stacks/instance_types.yml into plugins/module_utils/instance_catalog_data.py.
+"""Render stacks/instance_types.yml into plugins/module_utils/catalog/instance_catalog_data.py.
 
 Ansible copies module_utils to a target as Python files only; the YAML catalog would stay behind. The
 generated module carries the same data, and `--check` (run by the unit tests) fails when it is stale.
@@ -16,8 +16,8 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "stacks" / "instance_types.yml"
-TARGET = ROOT / "plugins" / "module_utils" / "instance_catalog_data.py"
-LOADER = ROOT / "plugins" / "module_utils" / "instance_catalog.py"
+TARGET = ROOT / "plugins" / "module_utils" / "catalog" / "instance_catalog_data.py"
+LOADER = ROOT / "plugins" / "module_utils" / "catalog" / "instance_catalog.py"
 
 
 def _loader() -> ModuleType:

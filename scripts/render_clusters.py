@@ -6,7 +6,7 @@
 Why a script beside the pcluster_config module: `make validate-pcluster` checks every example spec offline,
 before any foundation exists, so it renders with a foundation file (`--foundation`, JSON or YAML) or, without
 one, with SAMPLE_FOUNDATION: placeholder ids of the right form that name no real resource. The rendering is
-the module's own (module_utils/pcluster_render.py).
+the module's own (module_utils/cluster/pcluster_render.py).
 
 Usage: render_clusters.py --out DIR [--foundation FILE] SPEC.yml...   writes DIR/<spec file stem>.yaml
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (  # noqa: E402
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (  # noqa: E402
     ClusterSpecError,
     load_file,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import (  # noqa: E402
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcluster_render import (  # noqa: E402
     RenderError,
     render,
 )

@@ -27,10 +27,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import (  # noqa: E402 - path set above
-    artifact_fetch as af,
-)
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm  # noqa: E402
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact import artifact_fetch as af  # noqa: E402 - path set above
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm  # noqa: E402
 
 PYPI_FILES = "files.pythonhosted.org"
 _WHEEL_RE = re.compile(r"^(?P<project>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-")

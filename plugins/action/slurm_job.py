@@ -19,7 +19,7 @@ from typing import Any
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.trainstack.cluster.plugins.module_utils.slurm_jobs import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.slurm.slurm_jobs import (
     JobInfo,
     progress_line,
     timeout_message,

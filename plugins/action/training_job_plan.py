@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as catalog_default,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan

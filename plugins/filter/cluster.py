@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import safe_group
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import safe_group
 
 CLUSTER_PREFIX = "cluster_"
 

@@ -1,7 +1,7 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters over the cluster's user list (module_utils/cluster_users): its rules, the directory's group members
-and the sacctmgr calls that bring Slurm accounting to it.
+"""Filters over the cluster's user list (module_utils/slurm/cluster_users): its rules, the directory's group
+members and the sacctmgr calls that bring Slurm accounting to it.
 
 Why filters: the cluster_users and slurm_accounting roles read one list; its rules and the comparison with
 what sacctmgr shows live in Python with unit tests instead of in Jinja.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_users import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.slurm.cluster_users import (
     association_commands,
     group_members,
     qos_commands,

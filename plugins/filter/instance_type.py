@@ -3,8 +3,8 @@
 """Filters that answer from the instance catalog (stacks/instance_types.yml) for roles and playbooks.
 
 Why filters: the training_job, node_health, nvidia_driver roles and the acceptance playbooks each need a few
-facts of one instance type; asking module_utils/instance_catalog keeps one table and one set of rules instead
-of a lookup of a file per consumer.
+facts of one instance type; asking module_utils/catalog/instance_catalog keeps one table and one set of rules
+instead of a lookup of a file per consumer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     CatalogError,
     default,
 )

@@ -3,7 +3,7 @@
 """Filters that read a stack for one host: which versions and which downloads apply to it.
 
 Why filters: roles (NVIDIA, EFA, Slurm...) take their defaults from the stack; a filter keeps the OS/arch
-resolution in module_utils/stack_matrix instead of re-implementing `by_os` merging in Jinja.
+resolution in module_utils/stack/stack_matrix instead of re-implementing `by_os` merging in Jinja.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import mirror_path
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import mirror_path
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     all_artifacts,
     artifacts,
@@ -23,7 +23,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix im
     version_matches,
     versions,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import os_id
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import os_id
 
 # A dotted release and, right after it, a local build label (torch's "2.13.0+cpu"), kept: it says which build.
 _VERSION_RE = re.compile(r"\d+(?:\.\d+)+(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?")

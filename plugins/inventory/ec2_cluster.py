@@ -3,8 +3,8 @@
 """Inventory of training clusters on AWS, grouped by cluster, role and queue (trainstack.cluster.ec2_cluster).
 
 The plugin is deliberately thin: option handling, the cache round trip and handing a finished plan to
-InventoryData. What belongs where is decided in module_utils/ec2_cluster_model.py; AWS is read in
-module_utils/ec2_cluster_aws.py.
+InventoryData. What belongs where is decided in module_utils/inventory/ec2_cluster_model.py; AWS is read in
+module_utils/inventory/ec2_cluster_aws.py.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ from typing import Any
 from ansible import constants
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
-from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import (
     Ec2ClusterError,
     Node,
     Plan,
@@ -396,7 +396,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         flt = self._source_filter()
         # Imported here, not at module load: boto3 costs about 0.3 s to import and the cached path
         # never needs it, which matters for the `ansible all --list-hosts` target of 3 s.
-        from ansible_collections.trainstack.cluster.plugins.module_utils import ec2_cluster_aws as aws
+        from ansible_collections.trainstack.cluster.plugins.module_utils.inventory import (
+            ec2_cluster_aws as aws,
+        )
 
         aws.require_boto3()
         settings = self._aws_settings(aws)

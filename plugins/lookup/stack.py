@@ -94,8 +94,8 @@ from typing import Any
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_resolver as sr
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_resolver as sr
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     unverified_artifacts,
     versions,

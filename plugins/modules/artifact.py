@@ -1,7 +1,11 @@
 #!/usr/bin/python
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Ansible module: the one way trainstack downloads a pinned artifact (see module_utils/artifact_fetch)."""
+"""Ansible module: the one way trainstack downloads a pinned artifact.
+
+The download, its checksums and the lock entries are module_utils/artifact/artifact_fetch.py; this module
+checks its options and calls it.
+"""
 
 from __future__ import annotations
 
@@ -117,7 +121,7 @@ lock_changed:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import (
     ArtifactError,
     Trust,
     fetch,

@@ -7,7 +7,8 @@ Why a module of ours and not the Batch modules of community.aws: a queue of the 
 must agree (a launch template with the catalog's EFA interfaces, a compute environment on it sized in the
 type's vCPUs, a job queue on that environment, job definitions whose containers ask for the type's GPUs and
 EFA devices), and deleting them runs in the reverse order with each disabled first.
-module_utils/batch_render.py renders them all and botocore's models check them before the first call."""
+module_utils/cluster/batch_render.py renders them all and botocore's models check them before the first
+call."""
 
 from __future__ import annotations
 
@@ -141,11 +142,11 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import launch_template, spec_module
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
-from ansible_collections.trainstack.cluster.plugins.module_utils.batch_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import launch_template, spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.batch_render import (
     DIGEST_TAG,
     TEMPLATE_KIND,
     TEST_CASES,

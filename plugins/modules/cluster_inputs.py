@@ -6,8 +6,8 @@
 Why a module: the five cluster playbooks (Batch, EKS, HyperPod, ParallelCluster, PCS) each read the
 record cluster_foundation wrote, refused a missing one or another cluster's, and found the AMI by the spec's
 tags with a stat, a slurp, ec2_ami_info and three asserts of Jinja. The rules now live in
-module_utils/cluster_inputs.py, where they are unit-tested; this module only wires them to the file system
-and to EC2."""
+module_utils/cluster/cluster_inputs.py, where they are unit-tested; this module only wires them to the file
+system and to EC2."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_inputs import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_inputs import (
     Describe,
     InputsError,
     Refusal,

@@ -11,8 +11,9 @@ module: cluster_spec
 short_description: Read, check and normalise a trainstack AWS cluster spec
 description:
   - Reads one cluster spec (one YAML document per cluster, see C(docs/aws-parallelcluster.md)) and checks it
-    against its schema (module_utils/cluster_spec.py, published as C(stacks/schema/cluster.schema.json));
-    unknown or misspelt keys, wrong types and null sections fail with the file and the dotted path of the key.
+    against its schema (module_utils/cluster/cluster_spec.py, published as
+    C(stacks/schema/cluster.schema.json)); unknown or misspelt keys, wrong types and null sections fail with
+    the file and the dotted path of the key.
   - Then checks the rules the schema cannot express, each failure naming the key and the rule, for example
     a queue's instance type must be in the instance catalog (C(stacks/instance_types.yml)), C(efa=true) needs
     a type with EFA, FSx for Lustre sizes and per-unit throughputs must be ones AWS accepts for the
@@ -58,7 +59,7 @@ path:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     ClusterSpecError,
     load_file,
 )

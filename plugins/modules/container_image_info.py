@@ -128,7 +128,7 @@ import json
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.oci_image import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.image.oci_image import (
     ImageError,
     driver_problems,
     host_driver,

@@ -6,9 +6,9 @@
 Why a module of ours and not eks_cluster and eks_nodegroup of community.aws: those take the requests' fields
 one by one, so the EFA interfaces, the launch template and its nodeadm user data (which needs the endpoint of
 the cluster made a step before) would be spread over four tasks with nothing checking them against the spec
-and the catalog together. Here module_utils/eks_render.py renders every request from the spec, botocore's EKS
-and EC2 models check them all before the first call, and the module makes them in order (cluster, launch
-templates, node groups), waiting for each; a second run with the same spec sends nothing."""
+and the catalog together. Here module_utils/cluster/eks_render.py renders every request from the spec,
+botocore's EKS and EC2 models check them all before the first call, and the module makes them in order
+(cluster, launch templates, node groups), waiting for each; a second run with the same spec sends nothing."""
 
 from __future__ import annotations
 
@@ -140,16 +140,16 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
-    botocore_model,
-    launch_template,
-    spec_module,
-)
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
-from ansible_collections.trainstack.cluster.plugins.module_utils.eks_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
+    botocore_model,
+    launch_template,
+    spec_module,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.eks_render import (
     TEMPLATE_KIND,
     EksRenderError,
     EksRequestError,

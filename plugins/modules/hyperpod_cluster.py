@@ -5,8 +5,9 @@
 
 Why a module of ours: amazon.aws and community.aws have no HyperPod module, and a cluster is one SageMaker
 resource that takes long to turn InService, is scaled by sending its instance groups again, and must be
-waited for on delete. The request comes from module_utils/hyperpod_render.py and is checked against botocore's
-SageMaker model and HyperPod's rules before it is sent, so a spec HyperPod cannot take changes nothing.
+waited for on delete. The request comes from module_utils/cluster/hyperpod_render.py and is checked against
+botocore's SageMaker model and HyperPod's rules before it is sent, so a spec HyperPod cannot take changes
+nothing.
 """
 
 from __future__ import annotations
@@ -153,12 +154,12 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import spec_module
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
-from ansible_collections.trainstack.cluster.plugins.module_utils.hyperpod_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.hyperpod_render import (
     HyperPodRenderError,
     HyperPodRequestError,
     render,

@@ -6,8 +6,8 @@
 Why a module and not a filter: the configuration is a file `pcluster create-cluster` reads, so writing it is
 the job; a module writes it only when its content changes (changed, check mode and diff come with it), and its
 argument spec checks the foundation outputs key by key before anything is rendered. The rendering itself is
-module_utils/pcluster_render.py, plain data in, plain data out, so a filter could wrap it if a template
-needs one.
+module_utils/cluster/pcluster_render.py, plain data in, plain data out, so a filter could wrap it if a
+template needs one.
 """
 
 from __future__ import annotations
@@ -147,12 +147,15 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     ClusterSpecError,
     load_file,
     normalise,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import RenderError, render
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcluster_render import (
+    RenderError,
+    render,
+)
 
 _DATABASE = {
     "uri": {"type": "str", "required": True},

@@ -5,8 +5,8 @@
 
 Why a module of ours: neither amazon.aws nor community.aws has PCS modules, and a cluster is three kinds of
 resource created in order (cluster, node groups, queues) and deleted in the reverse order, each waiting for
-the one before. The requests come from module_utils/pcs_render.py and are checked against botocore's model
-of the PCS API before the first one is sent, so a spec PCS cannot take changes nothing.
+the one before. The requests come from module_utils/cluster/pcs_render.py and are checked against botocore's
+model of the PCS API before the first one is sent, so a spec PCS cannot take changes nothing.
 """
 
 from __future__ import annotations
@@ -200,12 +200,12 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import spec_module
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Look, Waiter
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcs_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import spec_module
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcs_render import (
     PcsRenderError,
     PcsRequestError,
     render,

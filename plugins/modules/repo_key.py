@@ -72,7 +72,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.trainstack.cluster.plugins.module_utils.openpgp_key import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.openpgp_key import (
     OpenPGPKeyError,
     normalise_fingerprint,
     primary_fingerprints,

@@ -206,7 +206,7 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.slurm_jobs import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.slurm.slurm_jobs import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     JobInfo,

@@ -13,7 +13,7 @@ description:
   - Runs every rule of C(stacks/rules.yml) against every OS x architecture x instance family in the stack's
     scope (or one OS/architecture) and fails, naming each broken rule, the targets it breaks on and its
     citation.
-  - Before any rule, the stack is checked against its schema (module_utils/stack_schema.py, published as
+  - Before any rule, the stack is checked against its schema (module_utils/stack/stack_schema.py, published as
     C(stacks/schema/stack.schema.json)); unknown or misspelt keys, wrong types and null sections fail with the
     file and the dotted path of the key.
   - Also reports (without failing) every artifact that has no known sha256 in the stack or its lock file, and
@@ -75,7 +75,7 @@ versions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     check,
     format_report,

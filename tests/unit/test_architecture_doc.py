@@ -154,7 +154,7 @@ def test_the_tree_is_read() -> None:
     assert {"cluster_spec", "slurm_job"} <= modules()
     assert {"action/slurm_job.py", "lookup/stack.py", "inventory/ec2_cluster.py"} <= other_plugins()
     assert {"cluster_head", "stack_os_id", "close_matches"} <= filters()
-    assert {"cluster_spec.py", "launch/", "launch/plan.py"} <= module_utils()
+    assert {"cluster/cluster_spec.py", "launch/", "launch/plan.py"} <= module_utils()
 
 
 @pytest.mark.parametrize("start", list(TABLES))

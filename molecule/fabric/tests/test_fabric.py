@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 sys.path.insert(0, str(REPO / "tests" / "integration" / "fabric"))
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix  # noqa: E402
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix  # noqa: E402
 from build_checks import (  # noqa: E402
     NCCL_NET_SYMBOLS,
     PLUGIN_NEEDED,

@@ -10,5 +10,6 @@ a missing resource from an error with ``errors.is_not_found`` (each service's ow
 reports what an existing resource has otherwise than the request asks with ``drift``. As amazon.aws keeps
 its retries and waiters in module_utils/botocore.py and waiters.py, the modules here read alike because they
 are built from the same parts; the options those parts read are documented once, in the doc fragment
-trainstack.cluster.cluster_module. Nothing here imports the modules or the renderers: imports go one way.
+trainstack.cluster.cluster_module. A base layer: nothing here imports the rest of module_utils, the
+modules or the renderers; imports go one way.
 """

@@ -4,6 +4,7 @@
 
 The role's tasks stage files, submit jobs and collect results; every decision before that (which checks a
 request breaks, where the payload and virtualenv go, which arguments and environment the ranks get, how a
-container image is imported) is made here, in plain functions that unit tests call directly. The layer reads
-the instance catalog below it and nothing above it.
+container image is imported) is made here, in plain functions that unit tests call directly. The layer may
+import the stack layer and the base layers (catalog, artifact, aws) below it; never the cluster, inventory,
+image or slurm layers beside it, nor the plugins above.
 """

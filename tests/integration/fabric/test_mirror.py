@@ -9,7 +9,7 @@ import socket
 import tarfile
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact import artifact_fetch
 
 from scripts import fabric_mirror as mirror
 from tests.support import REPO

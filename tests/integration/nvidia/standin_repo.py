@@ -143,8 +143,8 @@ def toolkit_packages(version: str = "1.20.1") -> list[StandinPackage]:
 
 
 def _artifact_fetch() -> ModuleType:
-    """The project's downloader (plugins/module_utils/artifact_fetch.py), loaded by path: stdlib only."""
-    path = REPO / "plugins" / "module_utils" / "artifact_fetch.py"
+    """The project's downloader (module_utils/artifact/artifact_fetch.py), loaded by path: stdlib only."""
+    path = REPO / "plugins" / "module_utils" / "artifact" / "artifact_fetch.py"
     spec = importlib.util.spec_from_file_location("artifact_fetch", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built

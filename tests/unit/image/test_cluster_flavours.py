@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcs_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcs_render import (
     PCS_SLURM_VERSIONS,
     slurm_version,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import resolve
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import resolve
 
 from tests.support import REPO, current_stack
 

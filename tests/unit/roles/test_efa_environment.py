@@ -15,7 +15,7 @@ if str(REPO / ".cache" / "collections") not in sys.path:
     sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 from ansible_collections.trainstack.cluster.plugins.filter import stack as stack_filters
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 STACKS = Path(REPO) / "stacks"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from plugins.module_utils.stack_matrix import resolve
+from plugins.module_utils.stack.stack_matrix import resolve
 from tests.support import REPO
 
 VARS = REPO / "roles" / "pytorch" / "vars"

@@ -4,8 +4,8 @@ The test cases keep no GPU table (they are payloads staged onto clusters and can
 they read TRAINSTACK_GPU_PEAK_TFLOPS. Every launcher gets it from the same derived job environment: the local
 and Slurm scripts are rendered from the role's templates and run by bash with the recorder of
 test_training_job_scripts standing where torchrun runs; the PyTorchJob manifest is parsed and expanded as
-Kubernetes does. The expected value is read from the catalog (plugins/module_utils/instance_catalog.py), so
-a changed catalog entry moves both sides.
+Kubernetes does. The expected value is read from the catalog
+(plugins/module_utils/catalog/instance_catalog.py), so a changed catalog entry moves both sides.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import default
 
 from .test_training_job_inputs import render as render_expression
 from .test_training_job_scripts import (

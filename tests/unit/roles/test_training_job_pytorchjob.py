@@ -1,10 +1,10 @@
 """training_job's kubernetes launcher: the PyTorchJob asks for a whole node of its type, from the catalog.
 
-The GPU and EFA counts are read from the instance catalog on both sides (module_utils/instance_catalog.py),
-never written here, so a changed catalog entry moves the manifest and the expectation together. The manifest
-is held to the Kubeflow training SDK's models of kubeflow.org/v1 and Kubernetes' pod schema
-(tests/support.py); a wrong manifest is shown to be refused by the same check. Applying it needs a cluster's
-API server.
+The GPU and EFA counts are read from the instance catalog on both sides
+(module_utils/catalog/instance_catalog.py), never written here, so a changed catalog entry moves the manifest
+and the expectation together. The manifest is held to the Kubeflow training SDK's models of kubeflow.org/v1
+and Kubernetes' pod schema (tests/support.py); a wrong manifest is shown to be refused by the same check.
+Applying it needs a cluster's API server.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import default
 
 from tests.support import pytorchjob_problems
 

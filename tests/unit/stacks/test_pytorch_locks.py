@@ -9,7 +9,7 @@ import re
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 from tests.support import REPO
 

@@ -1,4 +1,4 @@
-"""The stack schema (module_utils/stack_schema.py, published as stacks/schema/stack.schema.json).
+"""The stack schema (module_utils/stack/stack_schema.py, published as stacks/schema/stack.schema.json).
 
 Each refusal must name the file and the dotted path of the key, and the checker must apply the schema before
 any rule: a misspelt key used to be ignored and the stack silently lost that pin.
@@ -10,8 +10,8 @@ import re
 import jsonschema
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_schema
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 
 from tests.support import REPO
 
@@ -29,8 +29,8 @@ def test_published_schema_is_the_one_the_checker_applies():
     """One schema: the JSON file reviewers and editors read is exactly what the modules apply."""
     published = json.loads(SCHEMA_FILE.read_text())
     assert published == stack_schema.SCHEMA, (
-        "stacks/schema/stack.schema.json differs from module_utils/stack_schema.py SCHEMA; rewrite it with "
-        "json.dumps(SCHEMA, indent=2)"
+        "stacks/schema/stack.schema.json differs from module_utils/stack/stack_schema.py SCHEMA; rewrite it "
+        "with json.dumps(SCHEMA, indent=2)"
     )
     jsonschema.Draft202012Validator.check_schema(published)
 

@@ -7,7 +7,7 @@ There is no build-wide switch: an artifact without a checksum is installed only 
 import json
 
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 from tests.support import LOCALHOST_ARGS, REPO, VENV_BIN, run
 

@@ -61,7 +61,7 @@ def node_health():
 @pytest.fixture(scope="session")
 def table_file(tmp_path_factory):
     """The table as the role writes it onto nodes (here with every catalog type)."""
-    from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default
+    from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import default
 
     path = tmp_path_factory.mktemp("node_health") / "instance_types.json"
     path.write_text(json.dumps(default().health_table()), encoding="utf-8")

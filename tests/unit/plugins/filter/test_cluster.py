@@ -12,8 +12,11 @@ from ansible_collections.trainstack.cluster.plugins.filter.cluster import (
     cluster_group,
     cluster_head,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import load_file
-from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import Node, group_names
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import load_file
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import (
+    Node,
+    group_names,
+)
 
 from tests.support import REPO
 from tests.unit.roles.test_aws_foundation import refusal

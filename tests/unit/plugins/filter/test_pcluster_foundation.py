@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.filter.cluster import pcluster_foundation
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import load_file
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import render
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import load_file
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcluster_render import render
 
 from tests.support import REPO
 

@@ -8,8 +8,8 @@ import shlex
 import subprocess
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import ec2_cluster_model as model
-from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_aws import ec2_filters
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory import ec2_cluster_model as model
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_aws import ec2_filters
 
 PC = model.SourceFilter(kinds=("parallelcluster", "pcs", "hyperpod"))
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.loader import lookup_loader
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import versions
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import versions
 
 from tests.support import REPO
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import artifact_fetch as af
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact import artifact_fetch as af
 
 
 def publish(root, name, url, deb):

@@ -1,5 +1,5 @@
-"""module_utils/cluster_inputs.py: the rules every cluster playbook applies to the foundation's record and to
-the AMI, without AWS (DescribeImages is a function handed in; here one that records what it was asked).
+"""module_utils/cluster/cluster_inputs.py: the rules every cluster playbook applies to the foundation's record
+and to the AMI, without AWS (DescribeImages is a function handed in; here one that records what it was asked).
 
 The refusals are checked word for word: the five playbooks showed these exact messages before the rules moved
 here (tests/data/cluster_playbooks holds them as the playbooks give them).
@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_inputs import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_inputs import (
     InputsError,
     Refusal,
     Request,

@@ -1,4 +1,4 @@
-"""The cluster spec (module_utils/cluster_spec.py, published as stacks/schema/cluster.schema.json).
+"""The cluster spec (module_utils/cluster/cluster_spec.py, published as stacks/schema/cluster.schema.json).
 
 Each refusal must name the file, the dotted key and the rule; the schema runs before any rule, and the rules
 read the real instance catalog and the real stack files (ts-2025.12 lacks p6e-gb200: a real scope gap).
@@ -13,7 +13,7 @@ import re
 import jsonschema
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import cluster_spec
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import cluster_spec
 
 from tests.support import REPO, case_params
 
@@ -61,8 +61,8 @@ def refusal(spec: dict) -> str:
 def test_published_schema_is_the_one_the_checker_applies():
     published = json.loads(SCHEMA_FILE.read_text())
     assert published == cluster_spec.SCHEMA, (
-        "stacks/schema/cluster.schema.json differs from module_utils/cluster_spec.py SCHEMA; rewrite it with "
-        "json.dumps(SCHEMA, indent=2)"
+        "stacks/schema/cluster.schema.json differs from module_utils/cluster/cluster_spec.py SCHEMA; rewrite "
+        "it with json.dumps(SCHEMA, indent=2)"
     )
     jsonschema.Draft202012Validator.check_schema(published)
 

@@ -1,5 +1,5 @@
-"""The user list's rules (module_utils/cluster_users): bad entries are named before the directory or Slurm
-accounting changes, and the sacctmgr calls are empty once accounting matches (the roles' idempotence).
+"""The user list's rules (module_utils/slurm/cluster_users): bad entries are named before the directory or
+Slurm accounting changes, and the sacctmgr calls are empty once accounting matches (the roles' idempotence).
 
 Keys are made by ssh-keygen, so the key check is held against what OpenSSH writes.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.module_utils.cluster_users import (
+from plugins.module_utils.slurm.cluster_users import (
     association_commands,
     group_members,
     qos_commands,

@@ -1,4 +1,4 @@
-"""module_utils/eks_render.py and launch_template.py: the EKS and EC2 requests of a cluster spec.
+"""module_utils/cluster/eks_render.py and launch_template.py: the EKS and EC2 requests of a cluster spec.
 
 Each rendered request is validated against botocore's own EKS and EC2 models (required members, types, enums,
 patterns, maxima); what EKS itself answers beyond its model is the moto tests' and AWS's.
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     botocore_model,
     cluster_spec,
     eks_render,
-    instance_catalog,
 )
 
 from tests.support import REPO

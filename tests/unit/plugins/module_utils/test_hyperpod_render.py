@@ -1,10 +1,10 @@
-"""module_utils/hyperpod_render.py: the SageMaker HyperPod request and provisioning_parameters.json of a spec.
+"""module_utils/cluster/hyperpod_render.py: a spec's HyperPod request and provisioning_parameters.json.
 
 Every rendered request is held to botocore's own model of the SageMaker API (service-2.json, 2017-07-24)
-through module_utils/botocore_model.py (ParamValidator, then enums, patterns and maxima), and to HyperPod's
-rules the model leaves optional (every group has a lifecycle script, whole-name patterns, unique group names).
-What HyperPod itself would refuse beyond that (a role SageMaker may not assume, a subnet of another VPC) is
-not seen.
+through module_utils/cluster/botocore_model.py (ParamValidator, then enums, patterns and maxima), and to
+HyperPod's rules the model leaves optional (every group has a lifecycle script, whole-name patterns, unique
+group names). What HyperPod itself would refuse beyond that (a role SageMaker may not assume, a subnet of
+another VPC) is not seen.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     cluster_spec,
     hyperpod_render,
     pcs_render,
@@ -265,7 +265,7 @@ def test_a_group_without_lifecycle_config_is_refused_by_validate() -> None:
 
 def test_pcs_and_hyperpod_share_one_model_check() -> None:
     """The PCS renderer's check is the shared one: a PCS request walks the same code as a SageMaker one."""
-    from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model
+    from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
 
     pcs = Session().get_service_model("pcs")
     assert pcs_render.request_problems("DeleteCluster", {"clusterIdentifier": 7}, pcs) == (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import instance_catalog as ic
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog as ic
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 REPO = Path(__file__).resolve().parents[4]
 SOURCE = REPO / "stacks" / "instance_types.yml"

@@ -22,7 +22,9 @@ from ansible_collections.trainstack.cluster.plugins.action.training_job_plan imp
     known_variables,
     refusals,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import default as catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
+    default as catalog,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import oci_image as oi
+from ansible_collections.trainstack.cluster.plugins.module_utils.image import oci_image as oi
 
 from tests.integration.image.oci_push import (
     DOCKER_MANIFEST,

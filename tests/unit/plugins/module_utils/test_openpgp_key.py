@@ -3,7 +3,7 @@
 import subprocess
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import openpgp_key as pk
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact import openpgp_key as pk
 
 
 def make_key(home, algo):

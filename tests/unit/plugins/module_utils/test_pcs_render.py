@@ -1,4 +1,4 @@
-"""module_utils/pcs_render.py: the AWS PCS requests of each example cluster spec, checked against the model.
+"""module_utils/cluster/pcs_render.py: each example cluster spec's AWS PCS requests, held to the model.
 
 moto has no PCS backend, so nothing here (or anywhere in the tests) reaches a PCS API: every rendered request
 is validated against botocore's own model of the PCS API (service-2.json, 2023-02-10), first by botocore's
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils import cluster_spec, pcs_render
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import cluster_spec, pcs_render
 from botocore.session import Session
 
 from tests.unit.plugins.cluster_examples import AMI, EXAMPLE_SPECS

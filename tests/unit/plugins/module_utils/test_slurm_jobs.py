@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.module_utils.slurm_jobs import (
+from plugins.module_utils.slurm.slurm_jobs import (
     JobInfo,
     check_job_id,
     combine,

@@ -3,7 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.filter import stack as f
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 
 @pytest.mark.parametrize(

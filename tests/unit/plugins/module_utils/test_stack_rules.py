@@ -1,7 +1,7 @@
 """Each rule of stacks/rules.yml, once passing and once failing, on a stack changed in exactly one field."""
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import stack_matrix as sm
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
 
 def run(stack, rules, rule_id):

@@ -1,4 +1,4 @@
-"""trainstack.cluster.batch_cluster and module_utils/batch_render.py, in process against a real moto server.
+"""trainstack.cluster.batch_cluster and module_utils/cluster/batch_render.py, in process, on a moto server.
 
 moto (5.2.5) implements Batch's compute environments, job queues and job definitions, and checks what AWS
 checks first: the instance profile and service role exist, the subnet and security group exist. The VPC,
@@ -14,11 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
-    batch_render,
-    cluster_spec,
-    instance_catalog,
-)
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import batch_render, cluster_spec
 from ansible_collections.trainstack.cluster.plugins.modules import batch_cluster
 
 from tests.support import REPO, MotoServer, start_moto

@@ -17,15 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.artifact_fetch import locked_digest
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import locked_digest
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     resolve,
     validate_stack,
 )
 
-# The collection root holds stacks/ (plugins/module_utils/<this file> -> two levels up).
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+# The collection root holds stacks/ (plugins/module_utils/stack/<this file> -> three levels up).
+STACKS_DIR = Path(__file__).resolve().parents[3] / "stacks"
 # The one place the current stack is named: a one-line marker beside the stack files.
 CURRENT_MARKER = "current"
 # Ansible's distribution fact -> the stack's OS prefix.

@@ -1,14 +1,14 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Render a normalised cluster spec (module_utils/cluster_spec.py) as the AWS Batch requests that make it.
+"""Render a normalised cluster spec (cluster/cluster_spec.py) as the AWS Batch requests that make it.
 
 Why Batch beside the Slurm and EKS renderers: Batch runs a multi-node job without a scheduler to keep. Each
 spec queue becomes a managed EC2 compute environment of its instance type (our AMI, through an EC2 launch
-template carrying the catalog's EFA interfaces, module_utils/launch_template.py) and a job queue on it; each
-test case named (nccl/collectives and pytorch/fsdp by default) becomes a multi-node parallel job definition
-per queue, whose container asks for every GPU of the type and reaches each EFA device. Batch sizes compute
-environments in vCPUs, which the instance catalog does not hold: the caller passes each type's vCPUs as EC2's
-DescribeInstanceTypes answers them.
+template carrying the catalog's EFA interfaces, module_utils/cluster/launch_template.py) and a job queue on
+it; each test case named (nccl/collectives and pytorch/fsdp by default) becomes a multi-node parallel job
+definition per queue, whose container asks for every GPU of the type and reaches each EFA device. Batch sizes
+compute environments in vCPUs, which the instance catalog does not hold: the caller passes each type's vCPUs
+as EC2's DescribeInstanceTypes answers them.
 
 Pure functions, nothing sent; validate() checks each request against botocore's Batch and EC2 models.
 """
@@ -23,14 +23,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     botocore_model,
-    instance_catalog,
     launch_template,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import image_flavour_problems
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import StackError
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import load_stack, stacks_dir
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
+    image_flavour_problems,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
+    load_stack,
+    stacks_dir,
+)
 
 FOUNDATION_KEYS = (
     "subnet_public",

@@ -1,6 +1,6 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Render a normalised cluster spec (module_utils/cluster_spec.py) as a SageMaker HyperPod (Slurm) cluster.
+"""Render a normalised cluster spec (cluster/cluster_spec.py) as a SageMaker HyperPod (Slurm) cluster.
 
 Why a third renderer beside pcluster_render.py and pcs_render.py: HyperPod takes the same cluster as one
 SageMaker CreateCluster request of instance groups (a Slurm controller group of one node, a login group, one
@@ -19,7 +19,7 @@ ClusterInstanceType (botocore/data/sagemaker/2017-07-24/service-2.json): an EC2 
 exactly when `ml.<type>` is in it, so there is no list of ours to keep up to date.
 
 The functions here are pure: data in, request data out, nothing sent. validate() holds every request to the
-model (module_utils/botocore_model.py) and to HyperPod's rules the model does not state.
+model (module_utils/cluster/botocore_model.py) and to HyperPod's rules the model does not state.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
 
 CONTROLLER_GROUP = "controller"
 LOGIN_GROUP = "login"

@@ -8,8 +8,8 @@ a download; a null section (`artifacts:` with nothing under it) read as "none". 
 SCHEMA and a test keeps the two equal), but it lives here, in Python, because the Ansible modules that load
 stacks run without the collection's data files and without the jsonschema library. The validator below
 implements exactly the keywords SCHEMA uses and refuses a schema that uses any other, so it cannot drift into
-silently skipping a rule. The cluster spec's schema (module_utils/cluster_spec.py) is applied by the same
-validator (`problems(data, schema)`), so both kinds of file are refused in the same words.
+silently skipping a rule. The cluster spec's schema (module_utils/cluster/cluster_spec.py) is applied by the
+same validator (`problems(data, schema)`), so both kinds of file are refused in the same words.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.ec2_cluster_model import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import (
     EC2_KINDS,
     PC_CLUSTER_TAG,
     PCS_CLUSTER_TAG,

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as default_catalog,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_schema import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_schema import (
     problems as schema_problems,
 )
 
@@ -136,8 +136,8 @@ _OPS: dict[str, Callable[[int], bool]] = {
 def validate_stack(stack: Mapping[str, Any], source: str | None = None) -> None:
     """Refuse a stack whose shape is wrong, naming the file and the key, before any rule looks at versions.
 
-    The schema (module_utils/stack_schema.py) catches unknown or misspelt keys, wrong types and null sections;
-    the checks after it are the ones a schema cannot state (cross-references between sections).
+    The schema (module_utils/stack/stack_schema.py) catches unknown or misspelt keys, wrong types and null
+    sections; the checks after it are the ones a schema cannot state (cross-references between sections).
     """
     label = source or (f"stack {stack.get('id')}" if isinstance(stack, Mapping) else "stack")
     found = schema_problems(stack)

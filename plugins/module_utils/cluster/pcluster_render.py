@@ -1,6 +1,6 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Render a normalised cluster spec (module_utils/cluster_spec.py) as a ParallelCluster 3 configuration.
+"""Render a normalised cluster spec (cluster/cluster_spec.py) as a ParallelCluster 3 configuration.
 
 Why a separate step: the spec says what the cluster is; where it lives (subnets, security group, bucket,
 instance profile, placement group, accounting database) is only known once the foundation exists. Those come

@@ -5,12 +5,12 @@
 Why a spec of our own instead of a ParallelCluster file: users used to write that file by hand, paste an AMI
 id and write shell post-install actions; the key names are ParallelCluster's, the choices that matter (which
 image, EFA or not, which FSx size) are ours to check against the instance catalog and the training stack. The
-spec says what the cluster is; module_utils/pcluster_render.py says how ParallelCluster 3 spells it.
+spec says what the cluster is; module_utils/cluster/pcluster_render.py says how ParallelCluster 3 spells it.
 
-The schema is JSON Schema applied by module_utils/stack_schema.py's validator (the same one the stack files
-use, published as stacks/schema/cluster.schema.json), so a misspelt or unknown key, a wrong type or a null
-section is refused with its dotted path. The rules after it need the catalog or the stack, which JSON Schema
-cannot see: each names the key and the rule. Nothing is read from AWS here: a spec is checked offline.
+The schema is JSON Schema applied by module_utils/stack/stack_schema.py's validator (the same one the stack
+files use, published as stacks/schema/cluster.schema.json), so a misspelt or unknown key, a wrong type or a
+null section is refused with its dotted path. The rules after it need the catalog or the stack, which JSON
+Schema cannot see: each names the key and the rule. Nothing is read from AWS here: a spec is checked offline.
 """
 
 from __future__ import annotations
@@ -20,9 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import instance_catalog, stack_schema
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import StackError
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import load_stack, stacks_dir
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
+    load_stack,
+    stacks_dir,
+)
 
 SCHEMA_ID = "https://trainstack.invalid/schema/cluster.schema.json"
 
@@ -82,8 +86,8 @@ _FSX = {
     },
 }
 
-# SageMaker HyperPod only (module_utils/hyperpod_render.py); the ParallelCluster and PCS renderers ignore it.
-# Sizes are those of the SageMaker model's ClusterEbsVolumeConfig.VolumeSizeInGB.
+# SageMaker HyperPod only (module_utils/cluster/hyperpod_render.py); the ParallelCluster and PCS renderers
+# ignore it. Sizes are those of the SageMaker model's ClusterEbsVolumeConfig.VolumeSizeInGB.
 _HYPERPOD = {
     "type": "object",
     "additionalProperties": False,

@@ -287,9 +287,9 @@ def default() -> Catalog:
     """The collection's catalog, from the generated module; validated once per process."""
     global _DEFAULT
     if _DEFAULT is None:
-        from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog_data import CATALOG
+        from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog_data
 
-        _DEFAULT = Catalog(CATALOG)
+        _DEFAULT = Catalog(instance_catalog_data.CATALOG)
     return _DEFAULT
 
 

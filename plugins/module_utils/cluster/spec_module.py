@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws import wait
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     ClusterSpecError,
     load_file,
     normalise,

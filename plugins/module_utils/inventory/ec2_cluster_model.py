@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.instance_catalog import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as default_catalog,
 )
 

@@ -1,6 +1,6 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Render a normalised cluster spec (module_utils/cluster_spec.py) as the Amazon EKS requests that make it.
+"""Render a normalised cluster spec (cluster/cluster_spec.py) as the Amazon EKS requests that make it.
 
 Why a renderer beside pcluster_render.py, pcs_render.py and hyperpod_render.py: the same spec and foundation
 record describe a Kubernetes cluster as well as a Slurm one. EKS runs the control plane; each spec queue
@@ -11,7 +11,7 @@ so the template's user data is nodeadm's NodeConfig, which needs the cluster's e
 authority: node_user_data() renders it once the cluster exists.
 
 The functions here are pure: data in, request data out, nothing sent. validate() checks every request
-against botocore's models of the EKS and EC2 APIs (module_utils/botocore_model.py) before any is sent.
+against botocore's models of the EKS and EC2 APIs (module_utils/cluster/botocore_model.py) before any is sent.
 """
 
 from __future__ import annotations
@@ -22,13 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     botocore_model,
-    instance_catalog,
     launch_template,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import StackError
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import load_stack, stacks_dir
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
+    load_stack,
+    stacks_dir,
+)
 
 # The eks-gpu image flavour starts from the EKS-optimized accelerated AL2023 AMI (docs/image-factory.md).
 EKS_IMAGE_OS = "amzn-2023"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import FLAVOUR_TAG
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import FLAVOUR_TAG
 
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 # What DescribeImages is asked, and what it answers: the caller's function makes the call.

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.urls import open_url
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     EVALUATORS,
     StackError,
     Target,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
 
 # EC2 launch template names: 3 to 128 characters of letters, digits and ( ) . - / _ (the EC2 model).
 NAME_CHARACTERS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789()./-_")

@@ -1,6 +1,6 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Render a normalised cluster spec (module_utils/cluster_spec.py) as the AWS PCS requests that make it.
+"""Render a normalised cluster spec (cluster/cluster_spec.py) as the AWS PCS requests that make it.
 
 Why a second renderer beside pcluster_render.py: the same spec and the same foundation record describe the
 cluster, but PCS is an API, not a configuration file. It runs the Slurm controller itself, so there is no head
@@ -20,16 +20,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils import botocore_model
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster_spec import image_flavour_problems
-from ansible_collections.trainstack.cluster.plugins.module_utils.pcluster_render import (
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
+    image_flavour_problems,
+)
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcluster_render import (
     BOOTSTRAP_KEY,
     BUNDLE_PREFIX,
     FOUNDATION_KEYS,
     SHA256,
 )
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_matrix import StackError
-from ansible_collections.trainstack.cluster.plugins.module_utils.stack_resolver import load_stack, stacks_dir
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
+from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
+    load_stack,
+    stacks_dir,
+)
 
 # CreateCluster scheduler.version: the values botocore's PCS model (2023-02-10) documents as valid. The model
 # gives them in prose, not as an enum, so a unit test keeps this tuple equal to the model's text.
@@ -423,8 +428,8 @@ def render(
 
 def request_problems(operation: str, request: Mapping[str, Any], model: Any = None) -> str:
     """Empty when `request` is valid input of the PCS `operation`; otherwise botocore's report, then the
-    model's enum, pattern and maximum checks (module_utils/botocore_model.py). `model` is botocore's PCS
-    service model (loaded when None)."""
+    model's enum, pattern and maximum checks (module_utils/cluster/botocore_model.py). `model` is botocore's
+    PCS service model (loaded when None)."""
     return botocore_model.request_problems(model or botocore_model.service_model("pcs"), operation, request)
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -27,7 +27,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed, resolve_device
+from trainstack_train.parallel import DistInfo, init_distributed, resolve_device
 
 from . import checkpoint
 from .build import Built, build, jit_ops, point_deepspeed_at

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsdp_llama.config import MODEL_CONFIGS, ModelConfig, options_parser, parse_options
+from trainstack_train.config import MODEL_CONFIGS, ModelConfig, options_parser, parse_options
 
 # Shapes --init-config makes with random weights (pytorch/fsdp's, less the 70B one).
 INIT_CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")
@@ -221,7 +221,7 @@ def read_model_dir(path: Path) -> tuple[ModelConfig, bool]:
 
 
 def shape_from_hf(body: Mapping[str, Any], where: str = "config.json") -> ModelConfig:
-    """``fsdp_llama``'s :class:`ModelConfig` of a Llama ``config.json``: what the FLOP formula reads."""
+    """``trainstack_train``'s :class:`ModelConfig` of a Llama ``config.json``: what the FLOP formula reads."""
     try:
         heads = int(body["num_attention_heads"])
         shape = ModelConfig(

@@ -27,8 +27,11 @@ import torch.distributed as dist
 from accelerate import Accelerator, FullyShardedDataParallelPlugin
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType
-from fsdp_llama.config import ModelConfig
-from fsdp_llama.metrics import (
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from torch.distributed.tensor import DTensor
+from trainstack_train.config import ModelConfig
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -38,10 +41,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from torch import nn
-from torch.distributed.fsdp import MixedPrecisionPolicy
-from torch.distributed.tensor import DTensor
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from . import data as hf_data
 from .config import TrainConfig

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from megatron.core import parallel_state
+from megatron.core.pipeline_parallel import get_forward_backward_func
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -28,9 +30,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from megatron.core import parallel_state
-from megatron.core.pipeline_parallel import get_forward_backward_func
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from . import checkpoint
 from .build import Built, accelerators, build

@@ -17,8 +17,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
+from torchtitan.distributed import utils as dist_utils
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -29,10 +32,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from torch.distributed.checkpoint.stateful import Stateful
-from torch.distributed.tensor import DTensor
-from torchtitan.distributed import utils as dist_utils
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from .build import Built, build, global_tokens, use_compile
 from .config import TrainConfig

@@ -147,7 +147,26 @@ def world_size(environ: Mapping[str, str]) -> int:
 
 
 @dataclass
-class LlamaRunConfig:
+class RunSchedule:
+    """How long and how a run trains: the options every test case takes, with the same names and defaults.
+
+    A case whose other options differ too much for :class:`LlamaRunConfig` (hf/finetune) still starts from
+    these, overriding a default where its training differs (fine-tuning's learning rate, say).
+    """
+
+    steps: int = 20
+    batch_size: int = 8
+    seq_len: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 2
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 1234
+
+
+@dataclass
+class LlamaRunConfig(RunSchedule):
     """The options every Llama test case shares (run length, schedule, data, checkpoints, metrics), no torch.
 
     Why one base: each case (pytorch/fsdp, deepspeed/zero3, jax/llama, torchtitan/llama, megatron/gpt)
@@ -164,15 +183,6 @@ class LlamaRunConfig:
     WORD_FIELDS: ClassVar[frozenset[str] | None] = None
 
     config: str = "tiny"
-    steps: int = 20
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 2
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1234
     data: str = "synthetic"
     device: str = "auto"
     checkpoint_dir: str = ""

@@ -1,7 +1,7 @@
-"""jax/llama: its argument rules and torchrun's variables read without jax (fast), trainstack_train's shared
-parts importable without torch, and on CPU with jax itself (slow: jaxlib and orbax live in the slow
-wheelhouse) that the tiny shape learns deterministically with pytorch/fsdp's metric lines, and that orbax
-checkpoints resume a 2-process FSDP run (gloo between the processes) on its uninterrupted curve.
+"""jax/llama: its argument rules and torchrun's variables read without jax (fast), the shared library's parts
+importable without torch, and on CPU with jax itself (slow: jaxlib and orbax live in the slow wheelhouse)
+that the tiny shape learns deterministically with pytorch/fsdp's metric lines, and that orbax checkpoints
+resume a 2-process FSDP run (gloo between the processes) on its uninterrupted curve.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +298,5 @@ def _summary(
             "transformers": transformers.__version__,
             "accelerate": accelerate.__version__,
             "peft": peft.__version__,
-            "hostname": os.uname().nodename,
         },
     )

@@ -9,7 +9,6 @@ null rates (only the tail of that step was timed).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -216,6 +215,5 @@ def train(cfg: TrainConfig) -> Summary:
                 name.replace("-", "_"): _version(name)
                 for name in ("jax", "jaxlib", "optax", "orbax-checkpoint")
             },
-            "hostname": os.uname().nodename,
         },
     )

@@ -12,7 +12,6 @@ travels in its state (``train_state``), and the data are a function of the step,
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 import torch
@@ -182,26 +181,19 @@ def train(cfg: TrainConfig) -> Summary:
     dims = run.built.dims
     import torchtitan
 
+    facts = {
+        "config": cfg.config,
+        "fsdp": dims.dp_shard,
+        "tp": dims.tp,
+        "pp": dims.pp,
+        "ac": cfg.ac,
+        "compile": use_compile(cfg, info.device),
+        "precision": cfg.precision,
+        "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
+        "param_dtype": run.built.job.training.mixed_precision_param,
+        "torch": torch.__version__,
+        "torchtitan": torchtitan.__version__,
+    }
     return finish_run(
-        TESTCASE,
-        cfg,
-        run,
-        info.placement(),
-        last=last,
-        t_start=t_start,
-        params=run.built.params,
-        extra={
-            "config": cfg.config,
-            "fsdp": dims.dp_shard,
-            "tp": dims.tp,
-            "pp": dims.pp,
-            "ac": cfg.ac,
-            "compile": use_compile(cfg, info.device),
-            "precision": cfg.precision,
-            "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
-            "param_dtype": run.built.job.training.mixed_precision_param,
-            "torch": torch.__version__,
-            "torchtitan": torchtitan.__version__,
-            "hostname": os.uname().nodename,
-        },
+        TESTCASE, cfg, run, info.placement(), last=last, t_start=t_start, params=run.built.params, extra=facts
     )

@@ -53,7 +53,7 @@ run_bench() {
 }
 
 run_tests() {
-  PYTHONPATH="$LIB:$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
+  PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
 # carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, or has at another version than a

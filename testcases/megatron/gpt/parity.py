@@ -11,7 +11,9 @@ compute the mean next-token loss of step 0's batch of the synthetic data twice:
   pytorch/fsdp's model cast to bf16 with its fp32 rotary table); ``--bf16-tolerance`` is relative (default
   2**-8, bf16's unit roundoff: both sides round weights and activations to bf16, in different places).
 
-megatron-core's forward needs CUDA (see the test case's docs), so this runs on a GPU.
+megatron-core's forward needs CUDA (see the test case's docs), so this runs on a GPU. Run as a script,
+``python testcases/megatron/gpt/parity.py``: ``megatron_gpt`` lies beside it, and ``trainstack_train`` is
+installed (the repository's virtualenv) or staged beside it, as for ``train.py``.
 """
 
 from __future__ import annotations

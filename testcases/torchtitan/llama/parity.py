@@ -7,6 +7,9 @@ Hugging Face's names (``trainstack_train.hf_compat.to_hf``) into torchtitan's la
 the mean next-token loss of step 0's batch of the synthetic data, in fp32 and without autocast. The JSON
 records both losses and their difference; ``--tolerance`` (absolute, default 1e-4 nats) is what the
 difference must stay under (fp32 summation order differs between the implementations, nothing else should).
+
+Run as a script, ``python testcases/torchtitan/llama/parity.py``: ``titan_llama`` lies beside it, and
+``trainstack_train`` is installed (the repository's virtualenv) or staged beside it, as for ``train.py``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ mkdir -p "$OUT"
 if ! "$PY" -c "import megatron.core" 2>/dev/null; then
   "$PY" -m pip install -q --no-deps --no-index --find-links "$WHEELS" --target "$DEPS" megatron-core==0.16.1
 fi
-export PYTHONPATH="$DEPS" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+# testcases/common: the shared training library, which staging would put beside train.py.
+export PYTHONPATH="$PWD/testcases/common:$DEPS" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.csv" 2>&1
 
 # preflight NAME PROCS ARGS...: one torchrun of the entrypoint with --preflight true; its exit status and time.

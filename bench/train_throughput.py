@@ -52,12 +52,11 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from trainstack_train.config import TrainConfig
+
 from bench import catalog_peak, train_report
 
 ROOT = Path(__file__).resolve().parents[1]
-FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
-sys.path.insert(0, str(FSDP_DIR))
-from fsdp_llama.config import TrainConfig  # noqa: E402 - the test case's directory is on the path above
 
 RESULT_PREFIX = "BENCH_RESULT "
 # Hugging Face variants: (torch.compile of the whole model, fused AdamW, Liger kernels).
@@ -256,8 +255,8 @@ def _timed_steps(trainer: Any, steps: int) -> tuple[list[Any], list[float]]:
 def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     """The test case's own Trainer, so the bench measures exactly what the entrypoint runs."""
     import torch
-    from fsdp_llama.loop import Trainer
-    from fsdp_llama.parallel import configure_attention, init_distributed
+    from trainstack_train.loop import Trainer
+    from trainstack_train.parallel import configure_attention, init_distributed
 
     cfg = _train_config(spec)
     info = init_distributed(cfg.device)
@@ -290,8 +289,8 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
 def _hf_model(spec: dict[str, Any]) -> Any:
     import torch
     import transformers
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.hf_compat import hf_config_kwargs
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.hf_compat import hf_config_kwargs
 
     if HF_VARIANTS[spec["name"]][2]:
         # Patches the transformers Llama classes, so it must precede the model's construction.
@@ -335,10 +334,10 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
     """Hugging Face in the ways FSDP test cases and users commonly run it (see the module docstring)."""
     import torch
     import transformers
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.data import BatchSource
-    from fsdp_llama.metrics import flops_per_token
-    from fsdp_llama.parallel import init_distributed
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.data import BatchSource
+    from trainstack_train.metrics import flops_per_token
+    from trainstack_train.parallel import init_distributed
 
     compiled, fused, liger = HF_VARIANTS[spec["name"]]
     info = init_distributed(spec["device"])
@@ -385,8 +384,8 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _titan_args(spec: dict[str, Any]) -> Any:
     """torchtitan's model arguments for our shape; its FFN rule gives the same width, RoPE our scaling."""
-    from fsdp_llama.config import MODEL_CONFIGS
     from torchtitan.models.llama3.model.args import RoPEScalingArgs, TransformerModelArgs
+    from trainstack_train.config import MODEL_CONFIGS
 
     cfg = MODEL_CONFIGS[spec["config"]]
     scaling = cfg.rope_scaling or {}
@@ -415,9 +414,9 @@ def _titan_args(spec: dict[str, Any]) -> Any:
 def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
     """torchtitan's Llama-3 model, wrapped and stepped as torchtitan's trainer does on a single GPU."""
     import torch
-    from fsdp_llama.data import BatchSource
-    from fsdp_llama.metrics import flops_per_token
     from torchtitan.models.llama3.model.model import Transformer
+    from trainstack_train.data import BatchSource
+    from trainstack_train.metrics import flops_per_token
 
     cfg, args = _titan_args(spec)
     device = torch.device(spec["device"])
@@ -498,8 +497,8 @@ def _sdpa_step(cfg: Any, spec: dict[str, Any], gqa: str) -> Any:
     timed call, as the model does, so the two modes' times compare what a step pays.
     """
     import torch
-    from fsdp_llama.model import repeat_kv
     from torch.nn.functional import scaled_dot_product_attention
+    from trainstack_train.model import repeat_kv
 
     batch, seq, heads, kv_heads = spec["batch_size"], spec["seq_len"], cfg.n_heads, cfg.n_kv_heads
     options = {"device": "cuda", "dtype": torch.bfloat16, "requires_grad": True}
@@ -525,8 +524,8 @@ def run_attention_probe(spec: dict[str, Any]) -> dict[str, Any]:
     The backend picked for ``ours`` is the fastest for the GQA mode it runs (``spec["gqa"]``); the other
     mode's times are kept beside it.
     """
-    from fsdp_llama.config import GQA_MODES, MODEL_CONFIGS
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from trainstack_train.config import GQA_MODES, MODEL_CONFIGS
 
     cfg = MODEL_CONFIGS[spec["config"]]
     timings: dict[str, dict[str, float | str]] = {}
@@ -565,8 +564,8 @@ def run_loss_probe(spec: dict[str, Any]) -> dict[str, Any]:
     the chunk does no other work worth counting.
     """
     import torch
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.loss import LOSS_KERNELS, chunk_function
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.loss import LOSS_KERNELS, chunk_function
 
     cfg = MODEL_CONFIGS[spec["config"]]
     rows = 4096
@@ -618,7 +617,8 @@ def child_main(spec: dict[str, Any]) -> None:
 def launch(spec: dict[str, Any], timeout: int, log_dir: Path) -> dict[str, Any]:
     """One child process; its whole output goes to a log, its result line is parsed."""
     log = log_dir / f"{spec['name']}_b{spec['batch_size']}.log"
-    # The child finds the package as this process did (its working directory or PYTHONPATH, both inherited).
+    # The child finds bench and trainstack_train as this process did (working directory, PYTHONPATH or the
+    # editable install of testcases/common).
     cmd = [sys.executable, "-m", "bench.train_throughput", "--child", json.dumps(spec)]
     started = time.perf_counter()
     try:

@@ -19,6 +19,9 @@ LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "
 # bf16_dense_flops, by the benchmark and by the launched test case alike.
 INSTANCE_TYPE=${TS_INSTANCE_TYPE:-p5en.48xlarge}
 cd "$ROOT" || exit 2
+# The test cases' shared library (testcases/common/trainstack_train), which staging puts beside each train.py;
+# every run below that starts a test case's code from the repository has it on its Python path.
+LIB="$ROOT/testcases/common"
 mkdir -p "$OUT"
 
 deps() {
@@ -41,7 +44,7 @@ run_bench() {
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+  PYTHONPATH="$LIB" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?
@@ -142,7 +145,7 @@ run_direct() {
   local deps=${run%%_*}
   [ "$deps" = ds ] && deps=deepspeed
   # Each run under its own limit, so that one that hangs leaves the others their time.
-  PYTHONPATH="$DEPS/$deps" timeout "${TS_RUN_TIMEOUT_S:-150}" "$PY" "${cmd[@]}" "${common[@]}" \
+  PYTHONPATH="$LIB:$DEPS/$deps" timeout "${TS_RUN_TIMEOUT_S:-150}" "$PY" "${cmd[@]}" "${common[@]}" \
     --summary-json "$dir/${run}_direct.json" > "$dir/${run}_direct.log" 2>&1
 }
 
@@ -152,7 +155,7 @@ run_direct() {
 resume_check() {
   local dir=$1 deps=$2 entry=$3 rc=0 whole
   shift 3
-  local run=(env PYTHONPATH="$DEPS/$deps" "$PY" "$entry" --config tiny --steps 6 "$@")
+  local run=(env PYTHONPATH="$LIB:$DEPS/$deps" "$PY" "$entry" --config tiny --steps 6 "$@")
   "${run[@]}" --summary-json "$dir/resume_whole.json" > "$dir/resume_whole.log" 2>&1 & whole=$!
   "${run[@]}" --checkpoint-dir "$dir/ckpt" --checkpoint-every 3 --max-steps-this-run 3 \
     --summary-json "$dir/resume_head.json" > "$dir/resume_head.log" 2>&1 || rc=1
@@ -181,10 +184,10 @@ side_step() {
         "$DEPS/megatron" > "$dir/megatron_launch.txt" 2>&1 || return 1
       find "$dir/launch" -path '*megatron-1b-h200*' -name summary.json -exec cp {} "$dir/megatron_launched.json" \; ;;
     titan_parity)
-      PYTHONPATH="$DEPS/titan" "$PY" -m bench.testcase_parity --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
+      PYTHONPATH="$LIB:$DEPS/titan" "$PY" testcases/torchtitan/llama/parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
     megatron_checks)
       # megatron-core's distributed optimizer through the resume; the first-step parity runs beside it.
-      PYTHONPATH="$DEPS/megatron" "$PY" -m bench.megatron_parity --output "$dir/megatron_parity.json" \
+      PYTHONPATH="$LIB:$DEPS/megatron" "$PY" testcases/megatron/gpt/parity.py --output "$dir/megatron_parity.json" \
         > "$dir/megatron_parity.log" 2>&1 & local parity=$! rc=0
       resume_check "$dir" megatron testcases/megatron/gpt/train.py --distributed-optimizer true || rc=1
       wait "$parity" || rc=1

@@ -1,12 +1,6 @@
-"""GPU tests: skipped where no CUDA device is present; the test case's package is put on sys.path."""
-
-import sys
-from pathlib import Path
+"""GPU tests: skipped where no CUDA device is present (the shared library comes from pytest's pythonpath)."""
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "testcases" / "pytorch" / "fsdp"))
 
 torch = pytest.importorskip("torch")
 

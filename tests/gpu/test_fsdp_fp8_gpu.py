@@ -1,8 +1,8 @@
 """``--precision fp8`` on the GPU: the blocks' linears become float8 ones; loss and gradients stay close.
 
 The 1B shape with two layers (full vocabulary, tied embedding). The same weights in bf16 and with the block
-linears converted by ``fsdp_llama.fp8``, compiled per block as the trainer does, on the same batch: the FP8
-loss within 1 % of the bf16 loss (float8 e4m3 keeps 3 mantissa bits, and the loss sums over 1024 tokens),
+linears converted by ``trainstack_train.fp8``, compiled per block as the trainer does, on the same batch: the
+FP8 loss within 1 % of the bf16 loss (float8 e4m3 keeps 3 mantissa bits, and the loss sums over 1024 tokens),
 the gradient of a block weight within 25 % relative (norm), and the LM head left in bf16. The gradient bound
 is loose because output gradients travel as e5m2 (2 mantissa bits, up to 12.5 % rounding per element) and at
 initialisation they are small and noisy: on an H200 the error measured 0.171 (a first bound of 10 % failed).
@@ -20,15 +20,15 @@ import torch
 pytestmark = pytest.mark.gpu
 pytest.importorskip("torchao")
 
-from fsdp_llama.config import MODEL_CONFIGS  # noqa: E402
-from fsdp_llama.fp8 import check_fp8, convert_to_fp8  # noqa: E402
-from fsdp_llama.loss import (  # noqa: E402
+from trainstack_train.config import MODEL_CONFIGS  # noqa: E402
+from trainstack_train.fp8 import check_fp8, convert_to_fp8  # noqa: E402
+from trainstack_train.loss import (  # noqa: E402
     IGNORE_INDEX,
     float8_linear_cross_entropy,
     fused_linear_cross_entropy,
 )
-from fsdp_llama.model import Transformer  # noqa: E402
-from fsdp_llama.parallel import apply_compile  # noqa: E402
+from trainstack_train.model import Transformer  # noqa: E402
+from trainstack_train.parallel import apply_compile  # noqa: E402
 
 CFG = dataclasses.replace(MODEL_CONFIGS["llama3_2_1b"], n_layers=2)
 

@@ -14,10 +14,10 @@ import torch
 pytestmark = pytest.mark.gpu
 transformers = pytest.importorskip("transformers")
 
-from fsdp_llama.config import MODEL_CONFIGS  # noqa: E402
-from fsdp_llama.hf_compat import from_hf, hf_config_kwargs  # noqa: E402
-from fsdp_llama.model import Transformer  # noqa: E402
-from fsdp_llama.parallel import apply_compile  # noqa: E402
+from trainstack_train.config import MODEL_CONFIGS  # noqa: E402
+from trainstack_train.hf_compat import from_hf, hf_config_kwargs  # noqa: E402
+from trainstack_train.model import Transformer  # noqa: E402
+from trainstack_train.parallel import apply_compile  # noqa: E402
 
 CFG = dataclasses.replace(MODEL_CONFIGS["llama3_2_1b"], n_layers=2)
 
@@ -83,8 +83,8 @@ def test_bf16_compiled_is_as_close_to_fp32_as_hf_autocast(pair, loss_kernel):
 
 
 def test_triton_cross_entropy_matches_the_torch_reference_at_the_full_vocabulary():
-    from fsdp_llama.loss import ce_chunk_forward_backward
-    from fsdp_llama.xent_triton import ce_chunk_forward_backward_triton
+    from trainstack_train.loss import ce_chunk_forward_backward
+    from trainstack_train.xent_triton import ce_chunk_forward_backward_triton
 
     gen = torch.Generator(device="cuda").manual_seed(2)
     logits = (torch.randn(1024, CFG.vocab_size, device="cuda", generator=gen) * 3).bfloat16()

@@ -9,7 +9,7 @@ import torch
 
 pytestmark = pytest.mark.gpu
 
-from fsdp_llama.optim import MasterWeightAdamW  # noqa: E402
+from trainstack_train.optim import MasterWeightAdamW  # noqa: E402
 
 SHAPES = [(4096, 2048), (2048,), (512, 2048)]
 

@@ -321,7 +321,7 @@ def request_problems(
             all(INCLUDE.match(str(item)) and os.path.isdir(f"{catalog}/{item}") for item in includes),
             lambda: (
                 f"The manifest's include {_shown(includes)} must list directories under testcases/ (such as "
-                "pytorch/fsdp/fsdp_llama), without '.' or '..' segments."
+                "common/trainstack_train), without '.' or '..' segments."
             ),
         ),
         (

@@ -11,11 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if not (HERE / "fsdp_llama").is_dir():
-    sys.path.insert(1, str(HERE.parents[1] / "pytorch" / "fsdp"))
-
-from hf_finetune.config import INIT_CONFIGS  # noqa: E402 - needs the path above
+from hf_finetune.config import INIT_CONFIGS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,46 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-# Staged, pytorch/fsdp's package lies beside this file (the manifest's `include`); in the repository it is
-# the sibling test case's.
-if not (HERE / "fsdp_llama").is_dir():
-    sys.path.insert(1, str(HERE.parents[1] / "pytorch" / "fsdp"))
-
-from hf_finetune.config import parse_args  # noqa: E402 - needs the path above
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Parse and check every rule; ``--validate-only true`` stops there (the launcher's check)."""
-    cfg = parse_args(argv)
-    if cfg.validate_only == "true":
-        print(f"hf/finetune: the arguments hold for {os.environ.get('WORLD_SIZE', '1')} process(es)")
-        return 0
-    import torch.distributed as dist
-    from hf_finetune.loop import train
-
-    try:
-        train(cfg)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
-
-
-def leave(code: int) -> None:
-    """Exit once output is flushed, skipping the interpreter's teardown (as pytorch/fsdp's entrypoint does).
-
-    torch's C++ teardown can abort a finished rank at exit on a loaded host; only a run that returned
-    normally leaves this way, an exception keeps its traceback.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
+from hf_finetune.config import parse_args
+from trainstack_train.entry import leave, main
 
 if __name__ == "__main__":
-    leave(main())
+    leave(main("hf/finetune", parse_args, "hf_finetune.loop:train"))

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from fsdp_llama.data import prepare
+from trainstack_train.data import prepare
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -266,7 +266,7 @@ def test_a_test_cases_own_rules_refuse_its_arguments_before_submission(tmp_path:
     ) in error(proc)
     assert "Nothing was submitted." in error(proc)
     staged = tmp_path / "shared" / "trainstack"
-    assert (staged / "testcases" / "torchtitan" / "llama" / "fsdp_llama" / "metrics.py").is_file()
+    assert (staged / "testcases" / "torchtitan" / "llama" / "trainstack_train" / "metrics.py").is_file()
     assert not list((staged / "runs").iterdir()) and not (tmp_path / "results").exists()
 
 

@@ -16,6 +16,9 @@ import pytest
 from tests.support import REPO
 
 SLOW_WHEELHOUSE = REPO / ".cache" / "wheelhouse-slow"
+# The test cases' shared training library (trainstack_train): staged, it lies beside a case's train.py; a
+# process the tests start from the repository finds it through PYTHONPATH (see conftest.py).
+LIBRARY = REPO / "testcases" / "common"
 METRIC_PREFIX = "TRAINSTACK_METRIC "
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.testcases.case_runs import LIBRARY
+
 ROOT = Path(__file__).resolve().parents[3]
 FSDP_DIR = ROOT / "testcases" / "pytorch" / "fsdp"
 DDP_DIR = ROOT / "testcases" / "pytorch" / "ddp"
@@ -21,6 +23,20 @@ for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_D
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def library_for_children():
+    """Every process a test starts (an entrypoint, torchrun) imports the shared library from this checkout.
+
+    In-process imports get it from pytest's ``pythonpath``; a child gets it from ``PYTHONPATH``, as a staged
+    case gets it from the package copied beside its train.py. The slow cases' virtualenvs do not install it.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH")]))
+        )
+        yield
 
 
 def free_port() -> int:

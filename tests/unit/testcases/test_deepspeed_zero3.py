@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.support import free_port
-from tests.unit.testcases.case_runs import imported_modules, metric_lines, slow_python
+from tests.unit.testcases.case_runs import LIBRARY, imported_modules, metric_lines, slow_python
 
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "deepspeed" / "zero3"
@@ -117,7 +117,7 @@ def test_validate_only_answers_without_torch():
     ok, imported = imported_modules(str(ENTRY), "--zero-stage", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "deepspeed/zero3: the arguments hold for 4 process(es)" in ok.stdout
-    assert "ds_llama.config" in imported and "fsdp_llama.config" in imported
+    assert "ds_llama.config" in imported and "trainstack_train.config" in imported
     assert "torch" not in imported and "deepspeed" not in imported
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--zero-stage", "4", "--validate-only", "true"],
@@ -129,7 +129,7 @@ def test_validate_only_answers_without_torch():
 
 def test_the_manifest_stages_the_shared_package_and_names_its_check():
     assert MANIFEST["name"] == "deepspeed/zero3" and MANIFEST["framework"] == "deepspeed"
-    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["include"] == ["common/trainstack_train"]
     assert MANIFEST["validate_option"] == "validate-only"
     assert MANIFEST["wheelhouse"] == "slow"
     assert "deepspeed==0.19.8" in MANIFEST["requirements"] and "torch==2.13.0" in MANIFEST["requirements"]
@@ -163,8 +163,9 @@ def deepspeed_python() -> str:
 
 def cpu_env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "DS_ACCELERATOR", "PYTHONPATH"):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "DS_ACCELERATOR"):
         env.pop(key, None)
+    env["PYTHONPATH"] = str(LIBRARY)
     return env
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import prepare_data
 import pytest
 import torch
-from fsdp_llama.config import TrainConfig
-from fsdp_llama.data import FORMAT, BatchSource, ByteTokenizer, TokenFile, prepare
-from fsdp_llama.loop import train
+from trainstack_train.config import TrainConfig
+from trainstack_train.data import FORMAT, BatchSource, ByteTokenizer, TokenFile, prepare
+from trainstack_train.loop import train
 
 TEXT = "Grüße aus dem Labor: naïve café ☕\n" * 40
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fsdp_llama import fp8
-from fsdp_llama.config import TrainConfig
-from fsdp_llama.loop import build_model
-from fsdp_llama.model import Transformer
-from fsdp_llama.parallel import init_distributed
+from trainstack_train import fp8
+from trainstack_train.config import TrainConfig
+from trainstack_train.loop import build_model
+from trainstack_train.model import Transformer
+from trainstack_train.parallel import init_distributed
 
 from bench import catalog_peak
 
@@ -78,7 +78,7 @@ def test_build_refuses_fp8_on_cpu_before_any_model(gloo_world, monkeypatch: pyte
         built.append(args)
         return Transformer(*args, **kwargs)
 
-    monkeypatch.setattr("fsdp_llama.loop.Transformer", counting)
+    monkeypatch.setattr("trainstack_train.loop.Transformer", counting)
     cfg = TrainConfig(precision="fp8", device="cpu")
     cfg.validate()
     with pytest.raises(ValueError, match="--precision fp8 needs a GPU"):
@@ -105,7 +105,7 @@ def test_fp8_head_needs_fp8_and_a_boolean() -> None:
 
 
 def test_fp8_head_runs_only_where_every_gemm_is_16_divisible() -> None:
-    from fsdp_llama.loss import fp8_head_fits
+    from trainstack_train.loss import fp8_head_fits
 
     assert fp8_head_fits(16384, 2048, 128256, 4096)
     assert not fp8_head_fits(16384 + 8, 2048, 128256, 4096)  # a last chunk of 8 tokens
@@ -115,7 +115,7 @@ def test_fp8_head_runs_only_where_every_gemm_is_16_divisible() -> None:
 
 def test_fp8_head_tracks_the_bf16_head_on_cpu() -> None:
     """The float8 head's loss and both gradients stay near the bf16 head's (torch's CPU float8 GEMM)."""
-    from fsdp_llama.loss import IGNORE_INDEX, float8_linear_cross_entropy, fused_linear_cross_entropy
+    from trainstack_train.loss import IGNORE_INDEX, float8_linear_cross_entropy, fused_linear_cross_entropy
 
     gen = torch.Generator().manual_seed(0)
     hidden = torch.randn(64, 32, generator=gen).bfloat16()

@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 import torch
-from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, parse_args
-from fsdp_llama.loss import fused_linear_cross_entropy
-from fsdp_llama.metrics import PEAK_UNKNOWN, flops_per_token, mfu_note, throughput_fields
-from fsdp_llama.model import Transformer
+from trainstack_train.config import MODEL_CONFIGS, PEAK_ENV, parse_args
+from trainstack_train.loss import fused_linear_cross_entropy
+from trainstack_train.metrics import PEAK_UNKNOWN, flops_per_token, mfu_note, throughput_fields
+from trainstack_train.model import Transformer
 
 
 def test_forward_shapes_and_scalar_loss():

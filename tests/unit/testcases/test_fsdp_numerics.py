@@ -14,9 +14,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from fsdp_llama.config import LLAMA3_ROPE_SCALING, MODEL_CONFIGS  # noqa: E402
-from fsdp_llama.hf_compat import from_hf, hf_config_kwargs, to_hf  # noqa: E402
-from fsdp_llama.model import Transformer, rope_frequencies  # noqa: E402
+from trainstack_train.config import LLAMA3_ROPE_SCALING, MODEL_CONFIGS  # noqa: E402
+from trainstack_train.hf_compat import from_hf, hf_config_kwargs, to_hf  # noqa: E402
+from trainstack_train.model import Transformer, rope_frequencies  # noqa: E402
 
 SCALING = {**LLAMA3_ROPE_SCALING, "original_max_position_embeddings": 64.0, "factor": 4.0}
 

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from fsdp_llama.optim import MasterWeightAdamW
+from trainstack_train.optim import MasterWeightAdamW
 
 SHAPES = [(16, 8), (8,), (4, 16)]
 

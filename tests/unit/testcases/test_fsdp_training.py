@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from fsdp_llama import checkpoint
-from fsdp_llama.config import MODEL_CONFIGS, PEAK_ENV, TrainConfig
-from fsdp_llama.loop import Trainer, clip_into_optimizer, loss_kernel, lr_at, train, use_fsdp
-from fsdp_llama.metrics import METRIC_PREFIX, PEAK_UNKNOWN
-from fsdp_llama.model import Transformer
-from fsdp_llama.optim import MasterWeightAdamW
-from fsdp_llama.parallel import DistInfo, configure_compiler, init_distributed
 from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import DTensor
+from trainstack_train import checkpoint
+from trainstack_train.config import MODEL_CONFIGS, PEAK_ENV, TrainConfig
+from trainstack_train.loop import Trainer, clip_into_optimizer, loss_kernel, lr_at, train, use_fsdp
+from trainstack_train.metrics import METRIC_PREFIX, PEAK_UNKNOWN
+from trainstack_train.model import Transformer
+from trainstack_train.optim import MasterWeightAdamW
+from trainstack_train.parallel import DistInfo, configure_compiler, init_distributed
 
 FSDP_DIR = Path(__file__).resolve().parents[3] / "testcases" / "pytorch" / "fsdp"
 TINY = {"config": "tiny", "batch_size": 4, "seq_len": 32, "compile": "false", "device": "cpu"}

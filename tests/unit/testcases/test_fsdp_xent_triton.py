@@ -10,19 +10,19 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.unit.testcases.case_runs import LIBRARY
+
 pytest.importorskip("triton")
 
-FSDP_DIR = Path(__file__).resolve().parents[3] / "testcases" / "pytorch" / "fsdp"
 
 SCRIPT = r"""
 import json
 import torch
-from fsdp_llama.loss import ce_chunk_forward_backward
-from fsdp_llama.xent_triton import ce_chunk_forward_backward_triton
+from trainstack_train.loss import ce_chunk_forward_backward
+from trainstack_train.xent_triton import ce_chunk_forward_backward_triton
 
 def case(name, logits, targets, scale):
     loss, grad = ce_chunk_forward_backward_triton(logits, targets, scale)
@@ -53,7 +53,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def cases() -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(FSDP_DIR)}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(LIBRARY)}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300, check=False
     )

@@ -108,8 +108,8 @@ def test_a_model_path_that_is_no_directory_and_both_sources_are_refused(refusal,
 
 
 def test_a_model_directory_gives_its_shape_and_tokenizer():
-    from fsdp_llama.config import MODEL_CONFIGS
     from hf_finetune.config import parse_args, read_model_dir
+    from trainstack_train.config import MODEL_CONFIGS
 
     path = model_dir(Path(os.environ.get("TMPDIR", "/tmp")) / f"hf-rules-{os.getpid()}", TINY_CONFIG)
     cfg = parse_args(["--model-path", str(path), "--lora-targets", "all-linear,lm_head"], {})
@@ -142,7 +142,9 @@ def test_validate_only_answers_without_torch(tmp_path):
     ok, imported = imported_modules(str(ENTRY), "--init-config", "tiny", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "hf/finetune: the arguments hold for 2 process(es)" in ok.stdout
-    assert "fsdp_llama.config" in imported and "torch" not in imported and "transformers" not in imported
+    assert (
+        "trainstack_train.config" in imported and "torch" not in imported and "transformers" not in imported
+    )
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--model-path", str(model_dir(tmp_path / "m")), "--validate-only", "1"],
         capture_output=True, text=True, env=env, check=False,
@@ -154,7 +156,7 @@ def test_validate_only_answers_without_torch(tmp_path):
 def test_the_manifest_stages_the_shared_package_and_names_its_check():
     from hf_finetune.config import INIT_CONFIGS
 
-    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["include"] == ["common/trainstack_train"]
     assert MANIFEST["validate_option"] == "validate-only"
     assert MANIFEST["wheelhouse"] == "slow"
     assert MANIFEST["configs"] == list(INIT_CONFIGS)
@@ -222,8 +224,8 @@ def test_held_out_windows_pad_the_last_one_with_nothing_to_count():
 
 
 def test_lora_flops_drop_the_frozen_weights_own_gradient():
-    from fsdp_llama.config import MODEL_CONFIGS
     from hf_finetune.model import Counts
+    from trainstack_train.config import MODEL_CONFIGS
 
     tiny = MODEL_CONFIGS["tiny"]
     counts = Counts(frozen=164_160, trainable=48_128)
@@ -258,8 +260,8 @@ def test_lora_on_tiny_learns_deterministically_with_pytorch_fsdps_lines(hf_pytho
     assert first["lines"][-1]["tokens_per_s"] is None and first["lines"][2]["tflops_per_gpu"] > 0
     assert (first["testcase"], first["tokenizer"], first["fsdp"]) == ("hf/finetune", "byte-level", False)
     assert first["mfu"] is None and first["mfu_note"].startswith("peak unknown")
-    from fsdp_llama.config import MODEL_CONFIGS
     from hf_finetune.model import Counts
+    from trainstack_train.config import MODEL_CONFIGS
 
     counts = Counts(first["frozen_params"], first["trainable_params"])
     assert first["flops_per_token"] == counts.flops_per_token(MODEL_CONFIGS["tiny"], 128)

@@ -1,4 +1,4 @@
-"""jax/llama: its argument rules and torchrun's variables read without jax (fast), fsdp_llama's shared parts
+"""jax/llama: its argument rules and torchrun's variables read without jax (fast), the shared library's parts
 importable without torch, and on CPU with jax itself (slow: jaxlib and orbax live in the slow wheelhouse)
 that the tiny shape learns deterministically with pytorch/fsdp's metric lines, and that orbax checkpoints
 resume a 2-process FSDP run (gloo between the processes) on its uninterrupted curve.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.testcases.case_runs import imported_modules, run_on_cpu, slow_python
+from tests.unit.testcases.case_runs import LIBRARY, imported_modules, run_on_cpu, slow_python
 
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "jax" / "llama"
@@ -98,7 +98,7 @@ def test_validate_only_answers_without_jax_or_torch():
     ok, names = imported_modules(str(ENTRY), "--dp", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "the arguments hold for 4 process(es)" in ok.stdout
-    assert "fsdp_llama.config" in names and not {"jax", "torch"} & names
+    assert "trainstack_train.config" in names and not {"jax", "torch"} & names
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--dp", "3", "--validate-only", "true"],
         capture_output=True, text=True, env=env, check=False,
@@ -107,17 +107,17 @@ def test_validate_only_answers_without_jax_or_torch():
     assert "--dp 3 x --fsdp 1 = 3 devices, but the job has 4 processes" in bad.stderr
 
 
-def test_fsdp_llamas_metrics_and_token_files_import_without_torch():
+def test_the_shared_librarys_metrics_and_token_files_import_without_torch():
     """The parts jax/llama shares with pytorch/fsdp: the FLOP count, metric line, summary, token reader."""
-    code = "import fsdp_llama.metrics, fsdp_llama.tokens"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "testcases" / "pytorch" / "fsdp"))
+    code = "import trainstack_train.metrics, trainstack_train.tokens"
+    env = dict(os.environ, PYTHONPATH=str(LIBRARY))
     proc, names = imported_modules("-c", code, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert {"fsdp_llama.metrics", "fsdp_llama.tokens"} <= names and "torch" not in names
+    assert {"trainstack_train.metrics", "trainstack_train.tokens"} <= names and "torch" not in names
 
 
 def test_the_manifest_stages_the_shared_package_and_names_its_check():
-    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["include"] == ["common/trainstack_train"]
     assert MANIFEST["validate_option"] == "validate-only"
     assert MANIFEST["wheelhouse"] == "slow"
     from jax_llama.config import CONFIGS
@@ -127,8 +127,8 @@ def test_the_manifest_stages_the_shared_package_and_names_its_check():
 
 def test_the_parameter_count_is_pytorch_fsdps():
     """The closed form the FLOP formula uses (pytorch/fsdp's and megatron/gpt's counts of the 1B and 8B)."""
-    from fsdp_llama.config import MODEL_CONFIGS
     from jax_llama.shapes import num_params
+    from trainstack_train.config import MODEL_CONFIGS
 
     assert num_params(MODEL_CONFIGS["llama3_2_1b"]) == 1_235_814_400
     assert num_params(MODEL_CONFIGS["llama3_1_8b"]) == 8_030_261_248
@@ -159,8 +159,8 @@ def test_tiny_learns_deterministically_with_pytorch_fsdps_lines(jax_python, tmp_
     assert first["lines"][-1]["tokens_per_s"] is None and first["lines"][2]["tflops_per_gpu"] > 0
     assert (first["testcase"], first["jax"], first["compute_dtype"]) == ("jax/llama", "0.10.2", "fp32")
     assert first["mfu"] is None and first["mfu_note"].startswith("peak unknown")
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.metrics import flops_per_token
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.metrics import flops_per_token
 
     assert first["flops_per_token"] == flops_per_token(MODEL_CONFIGS["tiny"], first["params"], 128)
 

@@ -16,7 +16,7 @@ KEYS = {
 }  # fmt: skip
 OPTIONAL_KEYS = {"include", "validate_option", "wheelhouse"}
 PARSERS = {
-    "pytorch/fsdp": "fsdp_llama.config",
+    "pytorch/fsdp": "trainstack_train.config",
     "pytorch/ddp": "ddp_ngram.config",
     "nccl/collectives": "nccl_bench.config",
     "torchtitan/llama": "titan_llama.config",
@@ -66,7 +66,7 @@ def test_default_arguments_are_accepted_by_the_entrypoint(path):
 
 
 def test_fsdp_configs_listed_are_the_ones_the_code_knows():
-    from fsdp_llama.config import MODEL_CONFIGS
+    from trainstack_train.config import MODEL_CONFIGS
 
     manifest = yaml.safe_load((ROOT / "testcases/pytorch/fsdp/testcase.yml").read_text())
     assert set(manifest["configs"]) == set(MODEL_CONFIGS)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from tests.unit.testcases.case_runs import imported_modules, slow_python
+from tests.unit.testcases.case_runs import LIBRARY, imported_modules, slow_python
 
 if TYPE_CHECKING:
     import torch
@@ -119,7 +119,7 @@ def test_validate_only_answers_without_torch():
     ok, imported = imported_modules(str(ENTRY), "--tp", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "megatron/gpt: the arguments hold for 4 process(es)" in ok.stdout
-    assert "megatron_gpt.config" in imported and "fsdp_llama.config" in imported
+    assert "megatron_gpt.config" in imported and "trainstack_train.config" in imported
     assert "torch" not in imported and "megatron" not in imported
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--tp", "3", "--validate-only", "true"],
@@ -131,7 +131,7 @@ def test_validate_only_answers_without_torch():
 
 def test_the_manifest_stages_the_shared_package_and_names_its_check():
     assert MANIFEST["name"] == "megatron/gpt" and MANIFEST["framework"] == "megatron"
-    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["include"] == ["common/trainstack_train"]
     assert MANIFEST["validate_option"] == "validate-only"
     assert MANIFEST["wheelhouse"] == "slow"
     assert "megatron-core==0.16.1" in MANIFEST["requirements"]
@@ -211,8 +211,8 @@ def torch_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def test_hf_qkv_goes_into_megatrons_per_group_layout():
     """linear_qkv as megatron-core splits it: per key/value group, its query heads, its key, its value."""
     import torch
-    from fsdp_llama.config import MODEL_CONFIGS
     from megatron_gpt.hf_weights import from_hf, qkv_weight
+    from trainstack_train.config import MODEL_CONFIGS
 
     shape = MODEL_CONFIGS["tiny"]  # 4 query heads, 2 key/value groups, head_dim 16
 
@@ -253,7 +253,7 @@ def free_port() -> int:
 
 def cpu_env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(CASE), str(ROOT / "testcases" / "pytorch" / "fsdp")])
+    env["PYTHONPATH"] = os.pathsep.join([str(CASE), str(LIBRARY)])
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         env.pop(key, None)
     return env
@@ -267,9 +267,9 @@ PROBE = textwrap.dedent(
     os.environ["MASTER_PORT"] = sys.argv[1]
     import torch, torch.distributed as dist
     dist.init_process_group("gloo")
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.hf_compat import to_hf
-    from fsdp_llama.model import Transformer
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.hf_compat import to_hf
+    from trainstack_train.model import Transformer
     from megatron_gpt import build
     from megatron_gpt.config import TrainConfig
     from megatron_gpt.hf_weights import from_hf
@@ -302,7 +302,7 @@ def probe(megatron_python) -> dict:
 def token_file(megatron_python: str, work: Path) -> Path:
     """pytorch/fsdp's token file made from a small text (its own ``prepare``)."""
     (work / "doc.txt").write_text("megatron reads our tokens " * 40)
-    script = "import sys; from pathlib import Path; from fsdp_llama.data import prepare; "
+    script = "import sys; from pathlib import Path; from trainstack_train.data import prepare; "
     script += "prepare([Path(sys.argv[1])], Path(sys.argv[2]))"
     subprocess.run(
         [megatron_python, "-c", script, str(work / "doc.txt"), str(work / "tokens")],
@@ -344,7 +344,7 @@ def preflights(megatron_python, tmp_path_factory) -> dict[str, dict]:
 
 def llama_params(name: str) -> int:
     """The closed form of a Llama-3 decoder's parameters for one of our shapes (tied output counted once)."""
-    from fsdp_llama.config import MODEL_CONFIGS
+    from trainstack_train.config import MODEL_CONFIGS
 
     s = MODEL_CONFIGS[name]
     kv = s.n_kv_heads * s.head_dim

@@ -80,7 +80,7 @@ def test_validate_only_answers_without_torch():
     ok, imported = imported_modules(str(ENTRY), "--tp", "2", "--validate-only", "true", env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "the arguments hold for 4 process(es)" in ok.stdout
-    assert "fsdp_llama.config" in imported and "torch" not in imported
+    assert "trainstack_train.config" in imported and "torch" not in imported
     bad = subprocess.run(
         [sys.executable, str(ENTRY), "--tp", "3", "--validate-only", "true"],
         capture_output=True, text=True, env=env, check=False,
@@ -90,7 +90,7 @@ def test_validate_only_answers_without_torch():
 
 
 def test_the_manifest_stages_the_shared_package_and_names_its_check():
-    assert MANIFEST["include"] == ["pytorch/fsdp/fsdp_llama"]
+    assert MANIFEST["include"] == ["common/trainstack_train"]
     assert MANIFEST["validate_option"] == "validate-only"
     assert MANIFEST["wheelhouse"] == "slow"
     from titan_llama.config import CONFIGS
@@ -123,8 +123,8 @@ def test_tiny_learns_deterministically_with_pytorch_fsdps_lines(titan_python, tm
     assert first["lines"][-1]["tokens_per_s"] is None and first["lines"][2]["tflops_per_gpu"] > 0
     assert first["testcase"] == "torchtitan/llama" and first["torchtitan"] == "0.2.2"
     assert first["mfu"] is None and first["mfu_note"].startswith("peak unknown")
-    from fsdp_llama.config import MODEL_CONFIGS
-    from fsdp_llama.metrics import flops_per_token
+    from trainstack_train.config import MODEL_CONFIGS
+    from trainstack_train.metrics import flops_per_token
 
     assert first["flops_per_token"] == flops_per_token(MODEL_CONFIGS["tiny"], first["params"], 128)
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from fsdp_llama.loop import lr_at
-from fsdp_llama.model import Transformer
-from fsdp_llama.parallel import apply_activation_checkpointing
+from trainstack_train.loop import lr_at
+from trainstack_train.model import Transformer
+from trainstack_train.parallel import apply_activation_checkpointing
 
 from .config import BETAS, TrainConfig, deepspeed_config
 

@@ -3,7 +3,7 @@
 Why no torch here: the launcher reads ``--help`` and runs ``--validate-only`` on the submit host before it
 submits anything, so both must answer in a fraction of a second and must not need a GPU, torch or DeepSpeed.
 The DeepSpeed config (a plain dict) is written here too, so what a run will ask of DeepSpeed is tested
-without it. The shapes are ``pytorch/fsdp``'s (``fsdp_llama.config.MODEL_CONFIGS``).
+without it. The shapes are ``pytorch/fsdp``'s (``trainstack_train.config.MODEL_CONFIGS``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fsdp_llama.config import DEVICES, LlamaRunConfig, Rule
+from trainstack_train.config import DEVICES, LlamaRunConfig, Rule
 
 # The shapes this case offers: pytorch/fsdp's tiny one and the two Llama-3 shapes measured on GPUs.
 CONFIGS = ("tiny", "llama3_2_1b", "llama3_1_8b")

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -27,7 +27,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed, resolve_device
+from trainstack_train.parallel import DistInfo, init_distributed, resolve_device
 
 from . import checkpoint
 from .build import Built, build, jit_ops, point_deepspeed_at
@@ -126,29 +126,22 @@ def train(cfg: TrainConfig) -> Summary:
     import deepspeed
 
     engine = run.built.engine
+    facts = {
+        "config": cfg.config,
+        "zero_stage": engine.zero_optimization_stage(),
+        "offload_optimizer": cfg.offload_optimizer,
+        "offload_param": cfg.offload_param,
+        "optimizer": cfg.optimizer,
+        "optimizer_class": type(engine.optimizer).__name__,
+        "bf16": engine.bfloat16_enabled(),
+        "ac": cfg.ac,
+        "compile": False,
+        "loss_kernel": run.built.model.loss_kernel,
+        "jit_ops": jit_ops(),
+        "accelerator": os.environ.get("DS_ACCELERATOR"),
+        "torch": torch.__version__,
+        "deepspeed": deepspeed.__version__,
+    }
     return finish_run(
-        TESTCASE,
-        cfg,
-        run,
-        info.placement(),
-        last=last,
-        t_start=t_start,
-        params=run.built.params,
-        extra={
-            "config": cfg.config,
-            "zero_stage": engine.zero_optimization_stage(),
-            "offload_optimizer": cfg.offload_optimizer,
-            "offload_param": cfg.offload_param,
-            "optimizer": cfg.optimizer,
-            "optimizer_class": type(engine.optimizer).__name__,
-            "bf16": engine.bfloat16_enabled(),
-            "ac": cfg.ac,
-            "compile": False,
-            "loss_kernel": run.built.model.loss_kernel,
-            "jit_ops": jit_ops(),
-            "accelerator": os.environ.get("DS_ACCELERATOR"),
-            "torch": torch.__version__,
-            "deepspeed": deepspeed.__version__,
-            "hostname": os.uname().nodename,
-        },
+        TESTCASE, cfg, run, info.placement(), last=last, t_start=t_start, params=run.built.params, extra=facts
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsdp_llama.config import MODEL_CONFIGS, ModelConfig, options_parser, parse_options
+from trainstack_train.config import MODEL_CONFIGS, ModelConfig, RunSchedule, options_parser, parse_options
 
 # Shapes --init-config makes with random weights (pytorch/fsdp's, less the 70B one).
 INIT_CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")
@@ -40,20 +40,13 @@ PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass
-class TrainConfig:
-    """One run; the defaults are the tiny CPU run the manifest launches."""
+class TrainConfig(RunSchedule):
+    """One run; the defaults are the tiny CPU run the manifest launches (LoRA: a higher rate, no decay)."""
 
+    lr: float = 1e-2
+    weight_decay: float = 0.0
     model_path: str = ""
     init_config: str = ""
-    steps: int = 20
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 1e-2
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 2
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    seed: int = 1234
     data: str = BUILTIN_DATA
     eval_fraction: float = 0.125
     lora_rank: int = 16
@@ -221,7 +214,7 @@ def read_model_dir(path: Path) -> tuple[ModelConfig, bool]:
 
 
 def shape_from_hf(body: Mapping[str, Any], where: str = "config.json") -> ModelConfig:
-    """``fsdp_llama``'s :class:`ModelConfig` of a Llama ``config.json``: what the FLOP formula reads."""
+    """``trainstack_train``'s :class:`ModelConfig` of a Llama ``config.json``: what the FLOP formula reads."""
     try:
         heads = int(body["num_attention_heads"])
         shape = ModelConfig(

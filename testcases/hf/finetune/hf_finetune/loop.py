@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,11 @@ import torch.distributed as dist
 from accelerate import Accelerator, FullyShardedDataParallelPlugin
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType
-from fsdp_llama.config import ModelConfig
-from fsdp_llama.metrics import (
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from torch.distributed.tensor import DTensor
+from trainstack_train.config import ModelConfig
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -38,10 +40,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from torch import nn
-from torch.distributed.fsdp import MixedPrecisionPolicy
-from torch.distributed.tensor import DTensor
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from . import data as hf_data
 from .config import TrainConfig
@@ -299,6 +298,5 @@ def _summary(
             "transformers": transformers.__version__,
             "accelerate": accelerate.__version__,
             "peft": peft.__version__,
-            "hostname": os.uname().nodename,
         },
     )

@@ -1,13 +1,13 @@
 """The transformers model (from a directory or with random weights of a named shape) and its LoRA adapters.
 
-FLOPs per token, counted from ``fsdp_llama``'s formula ``6N + 12 * n_layers * dim * seq_len`` so that the
-figures compare with the other cases: every weight still computes its forward (2 per weight) and passes the
-gradient back to its input (2 per weight), but a frozen weight computes no gradient of its own (the 2 per
-weight that full training spends there), so the count is ``6N + 12 * n_layers * dim * seq_len - 2 N_frozen``
-= ``4 N_frozen + 6 N_lora + 12 * n_layers * dim * seq_len``. ``N_frozen`` is the base model's unique
-parameter count (a tied embedding once), ``N_lora`` the adapters'. Conventions kept from the shared formula:
-the embedding counts like a matrix product, the first layer's input gradient counts although nothing needs
-it, and the LoRA scaling and dropout are not counted.
+FLOPs per token, counted from the shared formula (``trainstack_train.metrics``) ``6N + 12 * n_layers * dim *
+seq_len`` so that the figures compare with the other cases: every weight still computes its forward (2 per
+weight) and passes the gradient back to its input (2 per weight), but a frozen weight computes no gradient of
+its own (the 2 per weight that full training spends there), so the count is ``6N + 12 * n_layers * dim *
+seq_len - 2 N_frozen`` = ``4 N_frozen + 6 N_lora + 12 * n_layers * dim * seq_len``. ``N_frozen`` is the base
+model's unique parameter count (a tied embedding once), ``N_lora`` the adapters'. Conventions kept from the
+shared formula: the embedding counts like a matrix product, the first layer's input gradient counts although
+nothing needs it, and the LoRA scaling and dropout are not counted.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from fsdp_llama.config import MODEL_CONFIGS, ModelConfig
-from fsdp_llama.hf_compat import hf_config_kwargs
-from fsdp_llama.metrics import flops_per_token
 from torch import nn
+from trainstack_train.config import MODEL_CONFIGS, ModelConfig
+from trainstack_train.hf_compat import hf_config_kwargs
+from trainstack_train.metrics import flops_per_token
 
 from .config import TrainConfig
 

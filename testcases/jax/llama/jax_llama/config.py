@@ -2,7 +2,7 @@
 
 Why no jax here: the launcher reads ``--help`` and runs ``--validate-only`` on the submit host before it
 submits anything, so both must answer in a fraction of a second, without a GPU and without importing jaxlib.
-The shapes are ``pytorch/fsdp``'s (``fsdp_llama.config.MODEL_CONFIGS``), so both cases train the same
+The shapes are ``pytorch/fsdp``'s (``trainstack_train.config.MODEL_CONFIGS``), so both cases train the same
 networks.
 
 The mesh has two axes: ``dp`` replicates the parameters, ``fsdp`` shards them (and the optimizer state) along
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fsdp_llama.config import DEVICES, LlamaRunConfig, Rule, auto_degree
+from trainstack_train.config import DEVICES, LlamaRunConfig, Rule, auto_degree
 
 # The shapes this case offers: pytorch/fsdp's tiny and small CPU shapes and the two Llama-3 shapes on GPUs.
 CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")

@@ -1,7 +1,7 @@
 """Per-step rows as numpy arrays: synthetic, or windows of a ``trainstack-tokens-v1`` directory.
 
-The token files are pytorch/fsdp's (read by :class:`fsdp_llama.tokens.TokenFile`, with its checks), and the
-windows a step and a process take are the ones pytorch/fsdp's ranks take: sample ``(step * world + rank) *
+The token files are pytorch/fsdp's (read by :class:`trainstack_train.tokens.TokenFile`, with its checks), and
+the windows a step and a process take are the ones pytorch/fsdp's ranks take: sample ``(step * world + rank) *
 batch + j`` modulo the number of windows. The synthetic rows follow pytorch/fsdp's idea (each row walks a
 fixed random permutation of 256 ids from a random start, a bigram the model learns in a few dozen steps) with
 numpy's generator instead of torch's, so they differ from pytorch/fsdp's rows but are as deterministic: a
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fsdp_llama.tokens import TokenFile
+from trainstack_train.tokens import TokenFile
 
 
 class Rows:

@@ -1,15 +1,14 @@
 """The run: mesh, state (initialised or restored), steps, pytorch/fsdp's metric lines, checkpoints, summary.
 
-What is printed and written is ``fsdp_llama.metrics``'s (the FLOP formula, the ``TRAINSTACK_METRIC`` line,
-the summary), so ``training_job`` parses this case as it parses pytorch/fsdp. As there, a step's loss is read
-one step later: JAX dispatches a step and returns at once, so the host reads the previous step's loss while
-the device runs the current one; the last line, and the one before each checkpoint, carry the loss with null
-rates (only the tail of that step was timed).
+What is printed and written is ``trainstack_train.metrics``'s (the FLOP formula, the ``TRAINSTACK_METRIC``
+line, the summary), so ``training_job`` parses this case as it parses pytorch/fsdp. As there, a step's loss is
+read one step later: JAX dispatches a step and returns at once, so the host reads the previous step's loss
+while the device runs the current one; the last line, and the one before each checkpoint, carry the loss with
+null rates (only the tail of that step was timed).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from fsdp_llama.metrics import (
+from jax.sharding import NamedSharding, PartitionSpec
+from trainstack_train.metrics import (
     Placement,
     StepTimer,
     Summary,
@@ -30,7 +30,6 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from jax.sharding import NamedSharding, PartitionSpec
 
 from .config import TrainConfig
 from .data import Rows
@@ -216,6 +215,5 @@ def train(cfg: TrainConfig) -> Summary:
                 name.replace("-", "_"): _version(name)
                 for name in ("jax", "jaxlib", "optax", "orbax-checkpoint")
             },
-            "hostname": os.uname().nodename,
         },
     )

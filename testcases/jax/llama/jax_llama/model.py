@@ -20,8 +20,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from fsdp_llama.config import ModelConfig
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from trainstack_train.config import ModelConfig
 
 from .dist import BATCH_AXES
 from .shapes import NORMS, OUTPUT_PROJECTIONS, block_shapes

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from fsdp_llama.config import ModelConfig
+from trainstack_train.config import ModelConfig
 
 # The block's weights with their shapes (a function of the model shape) and their init scale.
 NORMS = ("attn_norm", "ffn_norm")

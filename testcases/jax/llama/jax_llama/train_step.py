@@ -17,8 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from fsdp_llama.config import ModelConfig
 from jax.sharding import NamedSharding, PartitionSpec
+from trainstack_train.config import ModelConfig
 
 from .config import TrainConfig
 from .model import Params, loss_fn

@@ -2,8 +2,8 @@
 
 Why no torch here: the launcher reads ``--help`` and runs ``--validate-only`` on the submit host before it
 submits anything, so both must answer in a fraction of a second and must not need a GPU. The shapes are
-``pytorch/fsdp``'s (``fsdp_llama.config.MODEL_CONFIGS``), so both cases train the same networks. Each rule
-is one of megatron-core's own constraints, stated here so that a bad degree fails before a job is queued
+``pytorch/fsdp``'s (``trainstack_train.config.MODEL_CONFIGS``), so both cases train the same networks. Each
+rule is one of megatron-core's own constraints, stated here so that a bad degree fails before a job is queued
 instead of as an assertion on the first rank.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fsdp_llama.config import LlamaRunConfig, Rule, auto_degree
+from trainstack_train.config import LlamaRunConfig, Rule, auto_degree
 
 # The shapes this case offers: pytorch/fsdp's tiny one and the two Llama-3 shapes measured on GPUs.
 CONFIGS = ("tiny", "llama3_2_1b", "llama3_1_8b")

@@ -2,18 +2,18 @@
 
 Why: the first-step loss of ``megatron/gpt`` can only be compared with ``pytorch/fsdp``'s when both networks
 hold the same weights, and megatron-core initialises with its own scheme. ``pytorch/fsdp`` writes its weights
-in Hugging Face's names (``fsdp_llama.hf_compat.to_hf``), so this one conversion serves both that comparison
-and a start from a published Llama checkpoint. Two weights change layout, nothing else: megatron-core's fused
-``linear_qkv`` stacks, per key/value group, that group's query heads, then its key head, then its value head
-(``SelfAttention.get_query_key_value_tensors`` splits it that way), and its ``linear_fc1`` is the gate
-projection above the up projection (the gated linear unit's first half goes through SiLU). Rotary
+in Hugging Face's names (``trainstack_train.hf_compat.to_hf``), so this one conversion serves both that
+comparison and a start from a published Llama checkpoint. Two weights change layout, nothing else:
+megatron-core's fused ``linear_qkv`` stacks, per key/value group, that group's query heads, then its key head,
+then its value head (``SelfAttention.get_query_key_value_tensors`` splits it that way), and its ``linear_fc1``
+is the gate projection above the up projection (the gated linear unit's first half goes through SiLU). Rotary
 embeddings are half-split on both sides, so no weight is permuted.
 """
 
 from __future__ import annotations
 
 import torch
-from fsdp_llama.config import ModelConfig
+from trainstack_train.config import ModelConfig
 
 _LAYER = {
     "input_layernorm.weight": "input_layernorm.weight",

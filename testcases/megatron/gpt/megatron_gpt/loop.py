@@ -10,15 +10,16 @@ step is read one step later, and the last line and the one before a checkpoint c
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from megatron.core import parallel_state
+from megatron.core.pipeline_parallel import get_forward_backward_func
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -28,9 +29,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from megatron.core import parallel_state
-from megatron.core.pipeline_parallel import get_forward_backward_func
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from . import checkpoint
 from .build import Built, accelerators, build
@@ -175,28 +174,21 @@ def train(cfg: TrainConfig) -> Summary:
     last = run_steps(cfg, run, info.is_main, run.save if cfg.checkpoint_dir else None)
     from importlib.metadata import version
 
+    facts = {
+        "config": cfg.config,
+        "tp": cfg.tp,
+        "pp": cfg.pp,
+        "dp": run.dp_world,
+        "sequence_parallel": cfg.sequence_parallel == "true",
+        "distributed_optimizer": cfg.distributed_optimizer == "true",
+        "recompute": cfg.recompute,
+        "precision": cfg.precision,
+        "layer_spec": "local",
+        "optional_kernels": accelerators(),
+        "compile": False,
+        "torch": torch.__version__,
+        "megatron_core": version("megatron-core"),
+    }
     return finish_run(
-        TESTCASE,
-        cfg,
-        run,
-        info.placement(),
-        last=last,
-        t_start=t_start,
-        params=run.built.params,
-        extra={
-            "config": cfg.config,
-            "tp": cfg.tp,
-            "pp": cfg.pp,
-            "dp": run.dp_world,
-            "sequence_parallel": cfg.sequence_parallel == "true",
-            "distributed_optimizer": cfg.distributed_optimizer == "true",
-            "recompute": cfg.recompute,
-            "precision": cfg.precision,
-            "layer_spec": "local",
-            "optional_kernels": accelerators(),
-            "compile": False,
-            "torch": torch.__version__,
-            "megatron_core": version("megatron-core"),
-            "hostname": os.uname().nodename,
-        },
+        TESTCASE, cfg, run, info.placement(), last=last, t_start=t_start, params=run.built.params, extra=facts
     )

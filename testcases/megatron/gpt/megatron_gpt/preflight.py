@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.config import MODEL_CONFIGS
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import Summary, now
-from fsdp_llama.parallel import DistInfo, init_distributed
 from megatron.core import parallel_state
 from torch import nn
+from trainstack_train.config import MODEL_CONFIGS
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import Summary, now
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from . import build, checkpoint
 from .config import CONFIGS, CUDA_ONLY, TrainConfig
@@ -85,7 +85,7 @@ def fsdp_params(name: str) -> int:
 
     The number pytorch/fsdp trains and puts in its FLOP formula: equal counts, one network in both cases.
     """
-    from fsdp_llama.model import Transformer
+    from trainstack_train.model import Transformer
 
     with torch.device("meta"):
         model = Transformer(MODEL_CONFIGS[name], rope_len=2)

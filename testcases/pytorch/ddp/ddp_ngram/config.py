@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-# The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
-# sets it from the instance catalog of the collection that stages this payload (which keeps no GPU table).
-PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
+from trainstack_train.config import PEAK_ENV, peak_from, positive_finite
 
 
 @dataclass
@@ -45,33 +42,8 @@ class DDPConfig:
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if self.checkpoint_every < 0 or (self.checkpoint_every and not self.checkpoint_dir):
             raise ValueError("--checkpoint-every must be >= 0 and needs --checkpoint-dir")
-        if self.peak_tflops is not None and not _positive_finite(self.peak_tflops):
+        if self.peak_tflops is not None and not positive_finite(self.peak_tflops):
             raise ValueError(f"--peak-tflops must be a finite number > 0, got {self.peak_tflops!r}")
-
-
-def _positive_finite(value: object) -> bool:
-    """A peak of 0, a negative, inf or nan would turn MFU into a number that means nothing."""
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def peak_from(given: str | None, environ: Mapping[str, str]) -> float | None:
-    """The dense BF16 peak per GPU in TFLOP/s: ``--peak-tflops``, else :data:`PEAK_ENV`, else None (unknown).
-
-    Why no table of GPU names here: the instance catalog is the one place that fact is kept, and matching a
-    device name against a second table is how the two drifted. An empty variable counts as unset.
-    """
-    source, text = "--peak-tflops", given
-    if given is None:
-        source, text = f"{PEAK_ENV} (the default of --peak-tflops)", environ.get(PEAK_ENV, "").strip()
-        if not text:
-            return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not _positive_finite(value):
-        raise ValueError(f"{source} must be a finite number > 0 (dense BF16 TFLOP/s per GPU), got {text!r}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> DDPConfig:

@@ -2,8 +2,8 @@
 
 The model, its parallelisation (FSDP2, tensor and pipeline parallelism, activation checkpointing, per-block
 compile, float8), the optimizer, the learning-rate schedule and checkpointing are torchtitan's own; what is
-trainstack's is shared with ``pytorch/fsdp`` and imported from its package ``fsdp_llama`` (staged beside this
-one, see the manifest's ``include``): the named shapes, the data, the FLOP formula, the metric line and the
-summary. ``config`` (CLI and the parallelism rules, no torch), ``build`` (torchtitan objects from the
+trainstack's comes from the shared library ``trainstack_train`` (staged beside this package, see the
+manifest's ``include``), as in ``pytorch/fsdp``: the named shapes, the data, the FLOP formula, the metric line
+and the summary. ``config`` (CLI and the parallelism rules, no torch), ``build`` (torchtitan objects from the
 config) and ``loop`` (steps, checkpoints, summary).
 """

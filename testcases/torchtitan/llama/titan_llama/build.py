@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from fsdp_llama.config import ModelConfig
-from fsdp_llama.fp8 import fp8_refusal, gpu_arch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 from torchtitan.components.checkpoint import CheckpointManager
@@ -32,6 +30,8 @@ from torchtitan.models.llama3.model.args import RoPEScalingArgs, TransformerMode
 from torchtitan.models.llama3.model.model import Transformer
 from torchtitan.protocols.model_converter import build_model_converters
 from torchtitan.tools import utils as torchtitan_utils
+from trainstack_train.config import ModelConfig
+from trainstack_train.fp8 import fp8_refusal, gpu_arch
 
 from .config import TrainConfig
 

@@ -2,7 +2,7 @@
 
 Why no torch here: the launcher reads ``--help`` and runs ``--validate-only`` on the submit host before it
 submits anything, so both must answer in a fraction of a second and must not need a GPU. The shapes are
-``pytorch/fsdp``'s (``fsdp_llama.config.MODEL_CONFIGS``), so both cases train the same networks.
+``pytorch/fsdp``'s (``trainstack_train.config.MODEL_CONFIGS``), so both cases train the same networks.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fsdp_llama.config import BOOLEAN, DEVICES, LlamaRunConfig, Rule, auto_degree
+from trainstack_train.config import BOOLEAN, DEVICES, LlamaRunConfig, Rule, auto_degree
 
 # The shapes this case offers: pytorch/fsdp's, less the 70B one (nothing here has been sized for it).
 CONFIGS = ("tiny", "small", "llama3_2_1b", "llama3_1_8b")

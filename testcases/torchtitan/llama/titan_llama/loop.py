@@ -12,13 +12,15 @@ travels in its state (``train_state``), and the data are a function of the step,
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from fsdp_llama.data import BatchSource
-from fsdp_llama.metrics import (
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
+from torchtitan.distributed import utils as dist_utils
+from trainstack_train.data import BatchSource
+from trainstack_train.metrics import (
     StepTimer,
     Summary,
     finish_run,
@@ -29,10 +31,7 @@ from fsdp_llama.metrics import (
     run_steps,
     step_record,
 )
-from fsdp_llama.parallel import DistInfo, init_distributed
-from torch.distributed.checkpoint.stateful import Stateful
-from torch.distributed.tensor import DTensor
-from torchtitan.distributed import utils as dist_utils
+from trainstack_train.parallel import DistInfo, init_distributed
 
 from .build import Built, build, global_tokens, use_compile
 from .config import TrainConfig
@@ -182,26 +181,19 @@ def train(cfg: TrainConfig) -> Summary:
     dims = run.built.dims
     import torchtitan
 
+    facts = {
+        "config": cfg.config,
+        "fsdp": dims.dp_shard,
+        "tp": dims.tp,
+        "pp": dims.pp,
+        "ac": cfg.ac,
+        "compile": use_compile(cfg, info.device),
+        "precision": cfg.precision,
+        "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
+        "param_dtype": run.built.job.training.mixed_precision_param,
+        "torch": torch.__version__,
+        "torchtitan": torchtitan.__version__,
+    }
     return finish_run(
-        TESTCASE,
-        cfg,
-        run,
-        info.placement(),
-        last=last,
-        t_start=t_start,
-        params=run.built.params,
-        extra={
-            "config": cfg.config,
-            "fsdp": dims.dp_shard,
-            "tp": dims.tp,
-            "pp": dims.pp,
-            "ac": cfg.ac,
-            "compile": use_compile(cfg, info.device),
-            "precision": cfg.precision,
-            "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None,
-            "param_dtype": run.built.job.training.mixed_precision_param,
-            "torch": torch.__version__,
-            "torchtitan": torchtitan.__version__,
-            "hostname": os.uname().nodename,
-        },
+        TESTCASE, cfg, run, info.placement(), last=last, t_start=t_start, params=run.built.params, extra=facts
     )

@@ -16,6 +16,7 @@ the summary from here too; only :func:`peak_memory_gb` asks torch, for a torch d
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -268,7 +269,8 @@ def finish_run(
 
     Why here: ``training_job`` parses every case's summary the same way, so the fields every case reports
     (throughput over the steady window, the run's extent, the FLOP count and the peak it was divided by) are
-    assembled in one place; ``extra`` holds the case's own (its parallel degrees, its library versions).
+    assembled in one place, the host's name among them; ``extra`` holds the case's own (its parallel degrees,
+    its library versions).
     The pending step is read first (a flush: its record carries the loss with null rates); a loop that
     flushed already gets nothing printed twice.
     """
@@ -300,6 +302,7 @@ def finish_run(
             "batch_size": cfg.batch_size,
             "seq_len": cfg.seq_len,
             "global_batch_tokens": run.tokens_per_step,
+            "hostname": os.uname().nodename,
             **extra,
         },
     )

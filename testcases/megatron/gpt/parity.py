@@ -3,7 +3,7 @@
 Why: megatron-core initialises GPTModel with its own scheme, so the two cases' training runs start from
 different losses; only with the same weights does a difference say something about the implementations.
 pytorch/fsdp's model is initialised with its seed, its weights go through Hugging Face's names
-(``fsdp_llama.hf_compat.to_hf``) into GPTModel's layout (``megatron_gpt.hf_weights.from_hf``), and both
+(``trainstack_train.hf_compat.to_hf``) into GPTModel's layout (``megatron_gpt.hf_weights.from_hf``), and both
 compute the mean next-token loss of step 0's batch of the synthetic data twice:
 
 * in fp32 with TF32 off; ``--tolerance`` (absolute, default 1e-4 nats) covers summation order only;
@@ -11,7 +11,9 @@ compute the mean next-token loss of step 0's batch of the synthetic data twice:
   pytorch/fsdp's model cast to bf16 with its fp32 rotary table); ``--bf16-tolerance`` is relative (default
   2**-8, bf16's unit roundoff: both sides round weights and activations to bf16, in different places).
 
-megatron-core's forward needs CUDA (see the test case's docs), so this runs on a GPU.
+megatron-core's forward needs CUDA (see the test case's docs), so this runs on a GPU. Run as a script,
+``python testcases/megatron/gpt/parity.py``: ``megatron_gpt`` lies beside it, and ``trainstack_train`` is
+installed (the repository's virtualenv) or staged beside it, as for ``train.py``.
 """
 
 from __future__ import annotations
@@ -22,15 +24,10 @@ import sys
 from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "testcases" / "pytorch" / "fsdp"))
-sys.path.insert(0, str(ROOT / "testcases" / "megatron" / "gpt"))
-
-from fsdp_llama.config import MODEL_CONFIGS  # noqa: E402 - the test cases' paths are added above
-from fsdp_llama.data import BatchSource  # noqa: E402
-from fsdp_llama.hf_compat import to_hf  # noqa: E402
-from fsdp_llama.model import Transformer as Ours  # noqa: E402
+from trainstack_train.config import MODEL_CONFIGS
+from trainstack_train.data import BatchSource
+from trainstack_train.hf_compat import to_hf
+from trainstack_train.model import Transformer as Ours
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -84,9 +81,9 @@ def megatron_loss(config: str, seq_len: int, hf: dict, batch: Batch, dtype: torc
 
 def compare(args: argparse.Namespace, device: torch.device) -> dict:
     """Both cases' first-step losses, their differences and whether each is within its tolerance."""
-    from fsdp_llama.parallel import init_distributed
     from megatron_gpt import build
     from megatron_gpt.config import TrainConfig
+    from trainstack_train.parallel import init_distributed
 
     init_distributed(device.type)
     build.init_parallel(TrainConfig(config=args.config, seq_len=args.seq_len, seed=args.seed), device)

@@ -1,4 +1,4 @@
-"""The per-chunk cross-entropy kernel of :mod:`fsdp_llama.loss`, written in Triton.
+"""The per-chunk cross-entropy kernel of :mod:`trainstack_train.loss`, written in Triton.
 
 Why: for a 128k vocabulary the chunk's logits (4096 x 128256 bf16, 1 GB) are the largest tensor of a 1B step,
 and turning them into loss and logit-gradient is pure memory traffic. The kernel Inductor makes from the torch
@@ -8,8 +8,8 @@ running maximum and a running sum of exponentials, rescaled as the maximum grows
 pass), and the second writes the gradient. Each program owns one row, so there are no atomics: the per-row
 losses are summed afterwards, in a fixed order.
 
-The arithmetic is the reference's (:func:`fsdp_llama.loss.ce_chunk_forward_backward`): fp32 throughout, the
-gradient rounded to the logits' dtype once at the end. Triton is imported only when this module is, which
+The arithmetic is the reference's (:func:`trainstack_train.loss.ce_chunk_forward_backward`): fp32 throughout,
+the gradient rounded to the logits' dtype once at the end. Triton is imported only when this module is, which
 happens on CUDA; ``TRITON_INTERPRET=1`` runs the same kernel on the CPU, which is how the unit tests check it.
 """
 
@@ -90,7 +90,7 @@ def ce_chunk_forward_backward_triton(
     scale: torch.Tensor,
     grad_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as :func:`fsdp_llama.loss.ce_chunk_forward_backward`: summed loss and scaled gradient.
+    """Same contract as :func:`trainstack_train.loss.ce_chunk_forward_backward`: summed loss, scaled gradient.
 
     ``grad_dtype`` (default the logits') is what the gradient is written in: the float8 LM head asks for e5m2
     so that the rounding happens in the kernel's store, not in one more pass over the chunk.

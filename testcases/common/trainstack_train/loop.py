@@ -285,6 +285,5 @@ def train(cfg: TrainConfig) -> Summary:
             "optimizer": type(run.optimizer).__name__,
             "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),
             "torch": torch.__version__,
-            "hostname": os.uname().nodename,
         },
     )

@@ -1,12 +1,12 @@
 """FP8 training of the decoder blocks' linear layers (opt-in: ``--precision fp8``).
 
 The matrix products of the blocks (``wqkv``, ``wo``, ``w1``, ``w2``, ``w3``) run in float8 through torchao's
-``Float8Linear``: inputs, weights and output gradients are scaled and cast to e4m3/e5m2 per step, the
-products accumulate in fp32, and everything else (embedding, norms, attention, the LM head and the loss,
-weights, gradients, master weights and optimizer state) keeps the bf16/fp32 numerics of the default path.
-The LM head stays bf16 here: its gradient feeds the tied embedding and the loss is the metric being compared.
-``--fp8-head true`` puts its GEMMs in float8 inside the fused loss instead (:mod:`fsdp_llama.loss`), with a
-scale per token and per vocabulary entry for the logits, since a Float8Linear there would materialise them.
+``Float8Linear``: inputs, weights and output gradients are scaled and cast to e4m3/e5m2 per step, the products
+accumulate in fp32, and everything else (embedding, norms, attention, the LM head and the loss, weights,
+gradients, master weights and optimizer state) keeps the bf16/fp32 numerics of the default path. The LM head
+stays bf16 here: its gradient feeds the tied embedding and the loss is the metric being compared. ``--fp8-head
+true`` puts its GEMMs in float8 inside the fused loss instead (:mod:`trainstack_train.loss`), with a scale per
+token and per vocabulary entry for the logits, since a Float8Linear there would materialise them.
 
 Why refuse instead of falling back: FP8 tensor cores exist from compute capability 8.9 (Ada, Hopper,
 Blackwell). On an older GPU the same option would either fail deep inside a kernel or silently emulate FP8 at

@@ -52,8 +52,8 @@ def chunk_function(kernel: str) -> ChunkFn:
     """The per-chunk kernel: the torch reference, as written or compiled, or the Triton kernel.
 
     ``compiled`` fuses upcast, log-sum-exp and softmax-minus-one-hot into one Inductor kernel; ``triton`` is
-    :mod:`fsdp_llama.xent_triton`'s two-pass kernel, imported only when asked for (Triton comes with CUDA
-    torch).
+    :mod:`trainstack_train.xent_triton`'s two-pass kernel, imported only when asked for (Triton comes with
+    CUDA torch).
     """
     if kernel == "triton":
         from .xent_triton import ce_chunk_forward_backward_triton

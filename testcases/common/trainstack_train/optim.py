@@ -14,8 +14,9 @@ through pinned memory (CUDA may make a copy from pageable memory synchronous for
 the queueing of the next step). Measured on an H200, the host queues a whole 1B step in 31-49 ms against
 about 230 ms of GPU time.
 
-Clipping uses the protocol of the fused ``torch.optim.AdamW`` that :func:`fsdp_llama.loop.clip_into_optimizer`
-relies on: gradients are divided by ``optimizer.grad_scale`` as they are read.
+Clipping uses the protocol of the fused ``torch.optim.AdamW`` that
+:func:`trainstack_train.loop.clip_into_optimizer` relies on: gradients are divided by ``optimizer.grad_scale``
+as they are read.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The on-disk token format (``trainstack-tokens-v1``): the byte-level tokenizer, ``prepare`` and the reader.
 
-Kept apart from :mod:`fsdp_llama.data` (the per-step batches as torch tensors) and free of torch, so test
-cases of other frameworks (``jax/llama``) read the same files with the same checks. The format is described
-in :mod:`fsdp_llama.data`.
+Kept apart from :mod:`trainstack_train.data` (the per-step batches as torch tensors) and free of torch, so
+test cases of other frameworks (``jax/llama``) read the same files with the same checks. The format is
+described in :mod:`trainstack_train.data`.
 """
 
 from __future__ import annotations

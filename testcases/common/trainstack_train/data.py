@@ -23,7 +23,7 @@ import torch
 
 from .tokens import FORMAT, ByteTokenizer, TokenFile, prepare
 
-# The token format lives in the torch-free fsdp_llama.tokens; its names stay importable from here.
+# The token format lives in the torch-free trainstack_train.tokens; its names stay importable from here.
 __all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "TokenFile", "prepare"]
 
 

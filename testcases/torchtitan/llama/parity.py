@@ -1,13 +1,15 @@
-#!/usr/bin/env python3
 """First-step loss of pytorch/fsdp's and torchtitan/llama's models on the same weights and the same batch.
 
 Why: the two test cases report the same metric lines, and their loss curves are only comparable when both
 networks compute the same function. pytorch/fsdp's model is initialised with its seed, its weights go through
-Hugging Face's names (``fsdp_llama.hf_compat.to_hf``) into torchtitan's layout (torchtitan's own
+Hugging Face's names (``trainstack_train.hf_compat.to_hf``) into torchtitan's layout (torchtitan's own
 ``Llama3StateDictAdapter.from_hf``, which also undoes Hugging Face's rotary permutation), and both compute
 the mean next-token loss of step 0's batch of the synthetic data, in fp32 and without autocast. The JSON
 records both losses and their difference; ``--tolerance`` (absolute, default 1e-4 nats) is what the
 difference must stay under (fp32 summation order differs between the implementations, nothing else should).
+
+Run as a script, ``python testcases/torchtitan/llama/parity.py``: ``titan_llama`` lies beside it, and
+``trainstack_train`` is installed (the repository's virtualenv) or staged beside it, as for ``train.py``.
 """
 
 from __future__ import annotations
@@ -18,15 +20,10 @@ import sys
 from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "testcases" / "pytorch" / "fsdp"))
-sys.path.insert(0, str(ROOT / "testcases" / "torchtitan" / "llama"))
-
-from fsdp_llama.config import MODEL_CONFIGS  # noqa: E402 - the test cases' paths are added above
-from fsdp_llama.data import BatchSource  # noqa: E402
-from fsdp_llama.hf_compat import to_hf  # noqa: E402
-from fsdp_llama.model import Transformer as Ours  # noqa: E402
+from trainstack_train.config import MODEL_CONFIGS
+from trainstack_train.data import BatchSource
+from trainstack_train.hf_compat import to_hf
+from trainstack_train.model import Transformer as Ours
 
 
 def first_losses(config: str, batch: int, seq_len: int, seed: int, device: torch.device) -> dict[str, float]:

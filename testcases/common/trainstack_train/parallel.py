@@ -131,7 +131,7 @@ def apply_compile(model: Transformer) -> None:
 
     The final norm is compiled too: left eager, its fp32 upcast, square, mean, scale and downcast, forward
     and backward, are a dozen separate passes over the ``tokens x dim`` activations. The loss kernel is
-    chosen apart from this, by :func:`fsdp_llama.loop.loss_kernel`.
+    chosen apart from this, by :func:`trainstack_train.loop.loss_kernel`.
     """
     for name, block in model.layers.items():
         model.layers[name] = torch.compile(block, fullgraph=True)

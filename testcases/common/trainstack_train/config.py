@@ -110,8 +110,8 @@ GQA_CHOICES = ("auto", *GQA_MODES)
 # coordinate: Inductor times neighbouring block sizes of every generated kernel once (longer compile);
 # max-autotune: also times Triton GEMM templates, with their fused epilogues, against cuBLAS (much longer).
 COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
-# The loss's per-chunk kernels (fsdp_llama.loss). auto: the Triton kernel on CUDA, else the compiled torch
-# reference when compiling, else the plain one.
+# The loss's per-chunk kernels (trainstack_train.loss). auto: the Triton kernel on CUDA, else the compiled
+# torch reference when compiling, else the plain one.
 LOSS_KERNELS = ("eager", "compiled", "triton")
 LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
 # The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
@@ -120,8 +120,8 @@ PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
 # String options that name files or directories: taken as given, never through the boolean spelling's
 # lower-casing (a checkpoint directory /fsx/Run1 is not /fsx/run1).
 PATH_FIELDS = frozenset({"data", "checkpoint_dir", "summary_json", "model_path"})
-# Compute precision of the blocks' matrix products: bf16, or float8 through torchao (fsdp_llama.fp8) with
-# tensorwise or rowwise scaling; every other part keeps the bf16/fp32 numerics either way.
+# Compute precision of the blocks' matrix products: bf16, or float8 through torchao (trainstack_train.fp8)
+# with tensorwise or rowwise scaling; every other part keeps the bf16/fp32 numerics either way.
 PRECISIONS = ("bf16", "fp8")
 FP8_RECIPES = ("tensorwise", "rowwise")
 
@@ -147,7 +147,26 @@ def world_size(environ: Mapping[str, str]) -> int:
 
 
 @dataclass
-class LlamaRunConfig:
+class RunSchedule:
+    """How long and how a run trains: the options every test case takes, with the same names and defaults.
+
+    A case whose other options differ too much for :class:`LlamaRunConfig` (hf/finetune) still starts from
+    these, overriding a default where its training differs (fine-tuning's learning rate, say).
+    """
+
+    steps: int = 20
+    batch_size: int = 8
+    seq_len: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 2
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 1234
+
+
+@dataclass
+class LlamaRunConfig(RunSchedule):
     """The options every Llama test case shares (run length, schedule, data, checkpoints, metrics), no torch.
 
     Why one base: each case (pytorch/fsdp, deepspeed/zero3, jax/llama, torchtitan/llama, megatron/gpt)
@@ -164,15 +183,6 @@ class LlamaRunConfig:
     WORD_FIELDS: ClassVar[frozenset[str] | None] = None
 
     config: str = "tiny"
-    steps: int = 20
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 2
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1234
     data: str = "synthetic"
     device: str = "auto"
     checkpoint_dir: str = ""
@@ -247,7 +257,7 @@ class LlamaRunConfig:
             for ok, message in group():
                 if not ok:
                     raise ValueError(message)
-        if self.peak_tflops is not None and not _positive_finite(self.peak_tflops):
+        if self.peak_tflops is not None and not positive_finite(self.peak_tflops):
             raise ValueError(f"--peak-tflops must be a finite number > 0, got {self.peak_tflops!r}")
 
     @classmethod
@@ -317,7 +327,7 @@ def _bool_word(value: str) -> str:
     return aliases.get(lowered, lowered)
 
 
-def _positive_finite(value: object) -> bool:
+def positive_finite(value: object) -> bool:
     """A peak of 0, a negative, inf or nan would turn MFU into a number that means nothing."""
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
@@ -337,7 +347,7 @@ def peak_from(given: str | None, environ: Mapping[str, str]) -> float | None:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not _positive_finite(value):
+    if not positive_finite(value):
         raise ValueError(f"{source} must be a finite number > 0 (dense BF16 TFLOP/s per GPU), got {text!r}")
     return value
 

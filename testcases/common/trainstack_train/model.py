@@ -1,7 +1,8 @@
 """The Llama-3 decoder: the network and nothing else (no parallelism, no optimizer, no data).
 
 Rotary embeddings use the half-split ("rotate_half") layout, the one Hugging Face checkpoints are stored in,
-so weights convert by renaming and concatenation only, never a permutation (see :mod:`fsdp_llama.hf_compat`).
+so weights convert by renaming and concatenation only, never a permutation (see
+:mod:`trainstack_train.hf_compat`).
 The q/k/v projections are one weight (``wqkv``): one larger GEMM instead of three, two of them small under
 grouped-query attention, fills the GPU's SMs in fuller waves and reads the normalised input once. Attention
 goes through ``scaled_dot_product_attention`` so PyTorch picks flash or cuDNN kernels on Hopper; the loss is
@@ -190,8 +191,8 @@ class Transformer(nn.Module):
         self.register_buffer("rope", rope_cos_sin(cfg, self.rope_len), persistent=False)
         self.loss_chunk_tokens = 4096
         self.loss_kernel = "eager"
-        # Linears swapped for float8 ones by fsdp_llama.fp8 (0 on the default bf16 path), and whether the LM
-        # head's GEMMs (inside the fused loss) run in float8 too (False on the default bf16 path).
+        # Linears swapped for float8 ones by trainstack_train.fp8 (0 on the default bf16 path), and whether
+        # the LM head's GEMMs (inside the fused loss) run in float8 too (False on the default bf16 path).
         self.fp8_linears = 0
         self.fp8_head = False
 

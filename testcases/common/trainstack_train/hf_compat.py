@@ -37,7 +37,7 @@ _FUSED = {
 
 
 def _split_sizes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Rows of each part of a fused weight, in stacking order (must match :mod:`fsdp_llama.model`)."""
+    """Rows of each part of a fused weight, in stacking order (must match :mod:`trainstack_train.model`)."""
     kv = cfg.n_kv_heads * cfg.head_dim
     return {
         "attention.wqkv.weight": (cfg.n_heads * cfg.head_dim, kv, kv),

@@ -1,7 +1,7 @@
 """The kubernetes launcher renders a PyTorchJob that the Kubeflow API and Kubernetes' own schemas accept.
 
-Offline stand-ins for an API server (tests/support.py): the Kubeflow training SDK's generated API models
-(every field name and type of kubeflow.org/v1 PyTorchJob) and kubernetes-validate's JSON schemas of
+Offline stand-ins for an API server (tests/support/kubernetes.py): the Kubeflow training SDK's generated API
+models (every field name and type of kubeflow.org/v1 PyTorchJob) and kubernetes-validate's JSON schemas of
 Kubernetes 1.30 (strict, so an unknown field fails) for each replica's pod.
 
 The image is training_job_container_image in a real registry (Debian's docker-registry on a loopback port,

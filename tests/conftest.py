@@ -34,6 +34,6 @@ def lab_required() -> None:
 
 @pytest.fixture(scope="session")
 def current_stack_id() -> str:
-    """The id of the current stack (stacks/current): for tests about whatever stack is current, so that rolling
-    the stack forward needs no test edit. Module-level code uses tests.support.CURRENT_STACK_ID."""
+    """The id of the current stack (stacks/current): for tests about whatever stack is current, so that
+    rolling the stack forward needs no test edit. Module-level code uses tests.support.CURRENT_STACK_ID."""
     return CURRENT_STACK_ID

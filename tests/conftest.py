@@ -1,4 +1,4 @@
-"""Session-wide fixtures and the component markers; the helpers they use live in tests/support.py."""
+"""Session-wide fixtures and the component markers; the helpers they use live in tests/support/."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.support import ROLE_COMPONENT, markers_for_test_file
+from tests.support import CURRENT_STACK_ID, ROLE_COMPONENT, markers_for_test_file
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,3 +30,10 @@ def lab_required() -> None:
         pytest.skip("the lab needs root")
     if shutil.which("lxc-start") is None:
         pytest.skip("LXC is not installed (make host-deps)")
+
+
+@pytest.fixture(scope="session")
+def current_stack_id() -> str:
+    """The id of the current stack (stacks/current): for tests about whatever stack is current, so that
+    rolling the stack forward needs no test edit. Module-level code uses tests.support.CURRENT_STACK_ID."""
+    return CURRENT_STACK_ID

@@ -1,6 +1,6 @@
 """What benchmarks and tests both need to drive the lab and its stand-ins: how to reach the lab's nodes and
 run the collection from this checkout (``lab``), a moto server playing AWS (``moto``), and clusters built in
-it the way the real services tag them (``moto_fleet``). tests/support.py re-exports these names, so a test
+it the way the real services tag them (``moto_fleet``). tests/support/ re-exports these names, so a test
 and a benchmark start the same moto server and reach a node the same way. Imports go one way: these modules
 use each other, the standard library and boto3, never tests/.
 """

@@ -1,7 +1,8 @@
 """Tests are selected by component and role with pytest markers (make test-<component> runs `pytest -m`).
 
-The markers come from where a test file is and what it is named (tests/support.py: markers_for_test_file), so
-a new role's tests are picked up without a make file listing them; these checks keep that mapping whole.
+The markers come from where a test file is and what it is named (tests/support/markers.py:
+markers_for_test_file), so a new role's tests are picked up without a make file listing them; these checks
+keep that mapping whole.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def test_every_role_is_in_exactly_one_component() -> None:
     roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
     listed = sorted(role for members in COMPONENT_ROLES.values() for role in members)
     assert listed == sorted(set(listed)), "a role is in two components"
-    assert listed == roles, "tests/support.py COMPONENT_ROLES and roles/ differ"
+    assert listed == roles, "tests/support/markers.py COMPONENT_ROLES and roles/ differ"
 
 
 def test_every_role_test_file_is_named_for_its_role() -> None:

@@ -36,14 +36,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import REPO, MotoServer, moto_aws_env, playbook, start_moto
+from tests.support import CURRENT_STACK_ID, REPO, MotoServer, moto_aws_env, playbook, start_moto
 
 pytestmark = [pytest.mark.moto, pytest.mark.cluster]
 
 GOLDENS = REPO / "tests" / "data" / "cluster_playbooks"
 WRITE = os.environ.get("TRAINSTACK_WRITE_GOLDENS") == "1"
 SPECS = REPO / "inventories" / "aws"
-STACK = "ts-2026.12"
+# The example specs' image tags name the current stack.
+STACK = CURRENT_STACK_ID
 # The modules that end each playbook: their arguments and renders are the goldens.
 LAST_MODULES = {
     f"trainstack.cluster.{name}"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import REPO, MotoServer, moto_aws_env, playbook, start_moto
+from tests.support import CURRENT_STACK_ID, REPO, MotoServer, moto_aws_env, playbook, start_moto
 
 pytestmark = [pytest.mark.moto, pytest.mark.cluster]
 
@@ -58,7 +58,9 @@ def foundation(moto: MotoServer, spec: Path) -> dict[str, str]:
     profile = iam.create_instance_profile(InstanceProfileName=f"trainstack-{name}-node")["InstanceProfile"][
         "Arn"
     ]
-    image = ec2.register_image(Name=f"trainstack-ts-2026.12-{name}", RootDeviceName="/dev/xvda")["ImageId"]
+    image = ec2.register_image(Name=f"trainstack-{CURRENT_STACK_ID}-{name}", RootDeviceName="/dev/xvda")[
+        "ImageId"
+    ]
     tags = [{"Key": k, "Value": v} for k, v in data["image"]["tags"].items()]
     ec2.create_tags(Resources=[image], Tags=tags)
     return {

@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import REPO, MotoServer, moto_aws_env, playbook, start_moto
+from tests.support import CURRENT_STACK_ID, REPO, MotoServer, moto_aws_env, playbook, start_moto
 
 pytestmark = [pytest.mark.moto, pytest.mark.cluster]
 
 SPEC = REPO / "inventories" / "aws" / "clusters" / "p4d.yml"
 REGION = "us-east-1"
 BUCKET = "example-training-data"  # the p4d spec's data_repository_path: the cluster's bucket
-AMI_TAGS = {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}  # the p4d spec's image.tags
+AMI_TAGS = {"trainstack:stack": CURRENT_STACK_ID, "trainstack:role": "training"}  # the p4d spec's image.tags
 
 
 @dataclass
@@ -85,7 +85,7 @@ def world() -> Iterator[World]:
     tags = [{"Key": k, "Value": v} for k, v in AMI_TAGS.items()]
     ami = ec2.create_image(
         InstanceId=instance,
-        Name="trainstack-ts-2026.12-pcluster-gpu-ubuntu2204-20261201-000000",
+        Name=f"trainstack-{CURRENT_STACK_ID}-pcluster-gpu-ubuntu2204-20261201-000000",
         TagSpecifications=[{"ResourceType": "image", "Tags": tags}],
     )["ImageId"]
     server.client("s3", REGION).create_bucket(Bucket=BUCKET)
@@ -157,7 +157,7 @@ def error(proc: subprocess.CompletedProcess) -> str:
         (
             ["-e", f"cluster_spec={SPEC}", "-e", '{"pcluster_cluster_ami_owners": ["111122223333"]}'],
             outputs(),
-            'image.tags {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}: no available AMI '
+            f"image.tags {json.dumps(AMI_TAGS)}: no available AMI "
             "of 111122223333 in us-east-1 carries these tags",
         ),
     ],

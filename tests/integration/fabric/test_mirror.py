@@ -12,10 +12,9 @@ import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils.artifact import artifact_fetch
 
 from scripts import fabric_mirror as mirror
-from tests.support import REPO
+from tests.support import CURRENT_STACK_FILE, CURRENT_STACK_ID, REPO
 
-CURRENT = (REPO / "stacks" / "current").read_text().strip()
-STACK = REPO / "stacks" / f"{CURRENT}.yml"
+STACK = CURRENT_STACK_FILE
 PREVIOUS = REPO / "stacks" / "ts-2026.10.yml"
 UPSTREAM = mirror.default_upstream()
 
@@ -47,7 +46,9 @@ def test_current_stack_mirrors_the_real_release_sources(tmp_path):
     """enroot, pyxis, aws-ofi-nccl and nccl-tests are the upstream directory's release sources, byte for byte,
     under the URL's file name, with the sha256 the stack's lock records; the rest stay named stand-ins."""
     lock = mirror.build(STACK, tmp_path)
-    committed = json.loads((REPO / "stacks" / "locks" / f"{CURRENT}.lock.json").read_text())["artifacts"]
+    committed = json.loads((REPO / "stacks" / "locks" / f"{CURRENT_STACK_ID}.lock.json").read_text())[
+        "artifacts"
+    ]
     for name in REAL:
         entry = lock["artifacts"][name]
         served = tmp_path / name / entry["url"].rsplit("/", 1)[-1]

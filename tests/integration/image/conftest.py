@@ -14,13 +14,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import REPO, VENV_BIN, ansible_env, real_debian_debs, serve_directory
+from tests.support import (
+    CURRENT_STACK_FILE,
+    CURRENT_STACK_ID,
+    REPO,
+    VENV_BIN,
+    ansible_env,
+    real_debian_debs,
+    serve_directory,
+)
 
 # The Kubernetes release the eks-gpu flavour builds for by default, the current stack's (variables.pkr.hcl).
-CURRENT_STACK = (REPO / "stacks" / "current").read_text().strip()
-EKS_VERSION = yaml.safe_load((REPO / "stacks" / f"{CURRENT_STACK}.yml").read_text())["components"][
-    "kubernetes"
-]["version"]
+CURRENT_STACK = CURRENT_STACK_ID
+EKS_VERSION = yaml.safe_load(CURRENT_STACK_FILE.read_text())["components"]["kubernetes"]["version"]
 
 # Stand-ins for Canonical's and Amazon's source AMIs: moto ships none of the 2026 images our filters select,
 # so the test loads these records into moto (MOTO_AMIS_PATH). Only name, owner and architecture matter.

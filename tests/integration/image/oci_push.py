@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from scripts import lab_registry
-from tests.support import free_port
+from tests.support import CURRENT_STACK_ID, free_port
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -30,7 +30,7 @@ def record(cuda: str | None = None, torch: str = "2.13.0+cpu") -> dict[str, Any]
     if cuda:
         components["cuda"] = {"pinned": cuda, "installed": f"{cuda}.51", "matches": True}
     return {
-        "stack": "ts-2026.12",
+        "stack": CURRENT_STACK_ID,
         "flavour": "pytorch",
         "os": "ubuntu-24.04",
         "arch": "x86_64",

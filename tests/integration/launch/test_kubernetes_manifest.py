@@ -1,7 +1,7 @@
 """The kubernetes launcher renders a PyTorchJob that the Kubeflow API and Kubernetes' own schemas accept.
 
-Offline stand-ins for an API server (tests/support.py): the Kubeflow training SDK's generated API models
-(every field name and type of kubeflow.org/v1 PyTorchJob) and kubernetes-validate's JSON schemas of
+Offline stand-ins for an API server (tests/support/kubernetes.py): the Kubeflow training SDK's generated API
+models (every field name and type of kubeflow.org/v1 PyTorchJob) and kubernetes-validate's JSON schemas of
 Kubernetes 1.30 (strict, so an unknown field fails) for each replica's pod.
 
 The image is training_job_container_image in a real registry (Debian's docker-registry on a loopback port,
@@ -24,15 +24,15 @@ from tests.support import VENV_BIN, api_model_problems, pytorchjob_problems, run
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def image(tmp_path_factory: pytest.TempPathFactory, current_stack_id: str) -> Iterator[tuple[str, str]]:
     """(reference, pinned reference) of a CUDA 13.2 image in a real registry."""
     with running_registry(tmp_path_factory.mktemp("registry")) as registry:
         body = registry.image(
-            "ml/trainstack/pytorch", "ts-2026.12", {RECORD_ANNOTATION: json.dumps(record("13.2"))}
+            "ml/trainstack/pytorch", current_stack_id, {RECORD_ANNOTATION: json.dumps(record("13.2"))}
         )
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         yield (
-            f"{registry.host}/ml/trainstack/pytorch:ts-2026.12",
+            f"{registry.host}/ml/trainstack/pytorch:{current_stack_id}",
             f"{registry.host}/ml/trainstack/pytorch@{digest}",
         )
 

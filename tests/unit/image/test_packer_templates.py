@@ -215,11 +215,11 @@ def test_every_amazon_build_records_a_manifest_and_requires_imdsv2(builds):
     assert "ami_finalize.py" in text and "--imds-support v2.0" in text
 
 
-def test_variable_defaults_follow_the_current_stack(variables, current_stack):
+def test_variable_defaults_follow_the_current_stack(variables, current_stack, current_stack_id):
     components = current_stack["components"]
     # No stack id in the templates: an empty stack_id falls back to stacks/current, the one default.
     assert variables["stack_id"]["default"] == ""
-    assert (REPO / "stacks" / "current").read_text().strip() == current_stack["id"]
+    assert current_stack_id == current_stack["id"]
     assert variables["pcluster_version"]["default"] == components["parallelcluster"]["version"]
     assert variables["eks_kubernetes_version"]["default"] == components["kubernetes"]["version"]
     assert variables["root_volume_gb"]["type"] == "number"
@@ -253,7 +253,7 @@ def test_ami_finalize_refuses_a_non_ami_artifact():
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
 @pytest.mark.parametrize(("extra", "expected"), [([], None), (["-var", "stack_id=ts-2025.12"], "ts-2025.12")])
-def test_stack_id_defaults_to_the_current_stack(extra, expected):
+def test_stack_id_defaults_to_the_current_stack(extra, expected, current_stack_id):
     """Packer evaluates the stack the build installs: stacks/current unless -var stack_id names another.
     Run as `make` runs Packer: from the repository root, with the template directory given relatively."""
     proc = subprocess.run(
@@ -264,5 +264,4 @@ def test_stack_id_defaults_to_the_current_stack(extra, expected):
         cwd=REPO,
         check=False,
     )
-    current = (REPO / "stacks" / "current").read_text().strip()
-    assert proc.stdout.strip() == (expected or current), proc.stdout + proc.stderr
+    assert proc.stdout.strip() == (expected or current_stack_id), proc.stdout + proc.stderr

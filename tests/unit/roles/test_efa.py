@@ -1,5 +1,5 @@
 """roles/efa: the EFA installer, its OS layout and the job environment it writes on each OS it supports (the
-role's own files rendered in process, as a play would: tests/support.py role_templar), and the inputs it
+role's own files rendered in process, as a play would: tests/support/roles.py role_templar), and the inputs it
 refuses."""
 
 from __future__ import annotations

@@ -26,10 +26,8 @@ def rules() -> list[dict]:
 
 
 @pytest.fixture
-def stack() -> dict:
-    return copy.deepcopy(
-        yaml.safe_load((STACKS / f"{(STACKS / 'current').read_text().strip()}.yml").read_text())
-    )
+def stack(current_stack_id: str) -> dict:
+    return copy.deepcopy(yaml.safe_load((STACKS / f"{current_stack_id}.yml").read_text()))
 
 
 def test_generic_environment_is_the_stacks(stack, rules):

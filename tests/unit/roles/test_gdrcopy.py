@@ -2,7 +2,7 @@
 
 Only Debian 12 runs in the lab; the Ubuntu 22.04/24.04 and Amazon Linux 2023 paths are checked here from the
 role's real vars files and the real stack (the fixture nvidia_resolved: one ansible-playbook run for the
-NVIDIA roles, tests/support.py).
+NVIDIA roles, tests/support/nvidia.py).
 """
 
 from __future__ import annotations

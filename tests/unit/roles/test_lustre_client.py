@@ -1,5 +1,6 @@
 """roles/lustre_client: the Lustre client's repository and packages on each OS it supports (the role's own
-files rendered in process, as a play would: tests/support.py role_templar), and the inputs it refuses."""
+files rendered in process, as a play would: tests/support/roles.py role_templar), and the inputs it
+refuses."""
 
 from __future__ import annotations
 

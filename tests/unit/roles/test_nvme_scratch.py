@@ -1,5 +1,5 @@
 """roles/nvme_scratch: the instance-store scratch settings on each OS it supports (the role's own files
-rendered in process, as a play would: tests/support.py role_templar), and the inputs it refuses."""
+rendered in process, as a play would: tests/support/roles.py role_templar), and the inputs it refuses."""
 
 from __future__ import annotations
 

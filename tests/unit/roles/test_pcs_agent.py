@@ -1,5 +1,6 @@
-"""roles/pcs_agent: the inputs it refuses, each naming its variable (tests/support.py input_validation_tests).
-The agent's installation and check are tests/integration/cluster/test_pcs_agent_standin.py."""
+"""roles/pcs_agent: the inputs it refuses, each naming its variable (tests/support/roles.py
+input_validation_tests). The agent's installation and check are
+tests/integration/cluster/test_pcs_agent_standin.py."""
 
 from __future__ import annotations
 

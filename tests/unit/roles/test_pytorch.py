@@ -69,11 +69,10 @@ def test_stack_has_one_wheel_per_os_tag_and_arch(stack_path: Path, name: str) ->
             assert ("%2Bcpu" in wheel["url"]) == (pytorch.get("variant") == "cpu")
 
 
-def test_current_stack_pins_what_the_test_cases_need_beside_torch() -> None:
+def test_current_stack_pins_what_the_test_cases_need_beside_torch(current_stack_id: str) -> None:
     """The image's virtualenv runs the catalog's PyTorch test cases as they are (make demo does): its torch
     and extra packages must be the versions the test cases' manifests require."""
-    current = (REPO / "stacks" / "current").read_text().strip()
-    stack = yaml.safe_load((REPO / "stacks" / f"{current}.yml").read_text())["components"]["pytorch"]
+    stack = yaml.safe_load((REPO / "stacks" / f"{current_stack_id}.yml").read_text())["components"]["pytorch"]
     image = {f"torch=={stack['version']}", *stack["extra_packages"]}
     for manifest in sorted((REPO / "testcases" / "pytorch").glob("*/testcase.yml")):
         required = set(yaml.safe_load(manifest.read_text())["requirements"])

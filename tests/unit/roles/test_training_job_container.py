@@ -17,11 +17,13 @@ from typing import Any
 
 import yaml
 
+from tests.support import CURRENT_STACK_ID
+
 from .test_training_job_inputs import failed
 from .test_training_job_scripts import SCONTROL_STANDIN, executable, render
 
 DIGEST = "sha256:" + "ab" * 32
-IMAGE = "10.77.0.1:8673/lab/trainstack/pytorch:ts-2026.12-0123456789ab"
+IMAGE = f"10.77.0.1:8673/lab/trainstack/pytorch:{CURRENT_STACK_ID}-0123456789ab"
 PINNED = f"10.77.0.1:8673/lab/trainstack/pytorch@{DIGEST}"
 ENROOT_STANDIN = """#!/bin/bash
 # STAND-IN for enroot import: records the call, then writes the --output file after a pause.
@@ -46,7 +48,7 @@ def image_info(**overrides: Any) -> dict[str, Any]:
     return {
         "digest": DIGEST,
         "pinned": PINNED,
-        "record": {"stack": "ts-2026.12", "components": {}},
+        "record": {"stack": CURRENT_STACK_ID, "components": {}},
         "image_cuda": {},
         "host_driver": None,
         "host_driver_source": "none",
@@ -137,11 +139,11 @@ def test_an_ecr_image_is_imported_with_a_token_the_node_asks_for(tmp_path: Path)
     registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
     info = image_info(
         pinned=f"{registry}/ml/pytorch@{DIGEST}",
-        reference={"registry": registry, "repository": "ml/pytorch", "tag": "ts-2026.12", "digest": None},
+        reference={"registry": registry, "repository": "ml/pytorch", "tag": CURRENT_STACK_ID, "digest": None},
     )
     request = container_request(
         tmp_path,
-        training_job_container_image=f"{registry}/ml/pytorch:ts-2026.12",
+        training_job_container_image=f"{registry}/ml/pytorch:{CURRENT_STACK_ID}",
         training_job_container_allow_http=False,
         __training_job_image_info=info,
     )

@@ -3,8 +3,8 @@
 The GPU and EFA counts are read from the instance catalog on both sides
 (module_utils/catalog/instance_catalog.py), never written here, so a changed catalog entry moves the manifest
 and the expectation together. The manifest is held to the Kubeflow training SDK's models of kubeflow.org/v1
-and Kubernetes' pod schema (tests/support.py); a wrong manifest is shown to be refused by the same check.
-Applying it needs a cluster's API server.
+and Kubernetes' pod schema (tests/support/kubernetes.py); a wrong manifest is shown to be refused by the same
+check. Applying it needs a cluster's API server.
 """
 
 from __future__ import annotations

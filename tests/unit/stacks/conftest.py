@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import REPO
+from tests.support import CURRENT_STACK_FILE, REPO
 
 COLLECTIONS = REPO / ".cache" / "collections"
 if str(COLLECTIONS) not in sys.path:
@@ -24,7 +24,7 @@ def stack_file(request) -> Path:
 @pytest.fixture
 def current_stack() -> dict:
     """The current stack, parsed afresh for each test so mutations stay local."""
-    return yaml.safe_load((STACKS / f"{(STACKS / 'current').read_text().strip()}.yml").read_text())
+    return yaml.safe_load(CURRENT_STACK_FILE.read_text())
 
 
 @pytest.fixture(scope="session")

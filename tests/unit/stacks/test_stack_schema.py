@@ -13,10 +13,10 @@ import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 
-from tests.support import REPO
+from tests.support import CURRENT_STACK_FILE, REPO
 
 SCHEMA_FILE = REPO / "stacks" / "schema" / "stack.schema.json"
-SOURCE = f"stacks/{(REPO / 'stacks' / 'current').read_text().strip()}.yml"  # the current stack's file
+SOURCE = CURRENT_STACK_FILE.relative_to(REPO).as_posix()  # the current stack's file
 
 
 def refusal(stack) -> str:

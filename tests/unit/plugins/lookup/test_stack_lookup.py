@@ -13,10 +13,10 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import versions
 
-from tests.support import REPO
+from tests.support import CURRENT_STACK_ID, REPO
 
 STACKS = REPO / "stacks"
-CURRENT = (STACKS / "current").read_text().strip()
+CURRENT = CURRENT_STACK_ID
 UBUNTU = {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22"}
 
 

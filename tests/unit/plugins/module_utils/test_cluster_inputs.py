@@ -25,9 +25,11 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster
     resolve,
 )
 
+from tests.support import CURRENT_STACK_ID
+
 pytestmark = pytest.mark.cluster
 
-STACK_TAG = {"trainstack:stack": "ts-2026.12"}
+STACK_TAG = {"trainstack:stack": CURRENT_STACK_ID}
 BATCH = Refusal(ami_variable="batch_cluster_ami_id")
 PCLUSTER = Refusal(
     nothing_done="Nothing was built, uploaded or rendered.",
@@ -35,7 +37,7 @@ PCLUSTER = Refusal(
     ami_variable="pcluster_cluster_ami_id",
     name_owners=True,
 )
-BATCH_TAGS = '{"trainstack:stack": "ts-2026.12", "trainstack:flavour": "batch-gpu"}'
+BATCH_TAGS = json.dumps({**STACK_TAG, "trainstack:flavour": "batch-gpu"})
 RECORD = {"cluster_name": "train-batch", "region": "us-east-1", "private_subnet_id": "subnet-0b"}
 
 
@@ -139,7 +141,7 @@ def test_owners_are_asked_for_as_ec2_ami_info_asks() -> None:
     params = describe_params(STACK_TAG, ["self", "111122223333", "amazon"])
     assert params["Owners"] == ["self"]
     assert params["Filters"] == [
-        {"Name": "tag:trainstack:stack", "Values": ["ts-2026.12"]},
+        {"Name": "tag:trainstack:stack", "Values": [CURRENT_STACK_ID]},
         {"Name": "state", "Values": ["available"]},
         {"Name": "owner-id", "Values": ["111122223333"]},
         {"Name": "owner-alias", "Values": ["amazon"]},
@@ -193,7 +195,7 @@ def test_a_run_that_needs_no_ami_asks_nothing() -> None:
                     build="make image-ami IMAGE_FLAVOUR=eks-gpu", ami_variable="eks_cluster_ami_id"
                 ),
             },
-            'image.tags {"trainstack:stack": "ts-2026.12", "trainstack:flavour": "eks-gpu"}: no available '
+            f"image.tags {json.dumps({**STACK_TAG, 'trainstack:flavour': 'eks-gpu'})}: no available "
             "AMI in us-west-2 carries these tags; build one (make image-ami IMAGE_FLAVOUR=eks-gpu) or pass "
             "-e eks_cluster_ami_id=ami-... Nothing was sent.",
         ),
@@ -204,7 +206,7 @@ def test_a_run_that_needs_no_ami_asks_nothing() -> None:
                 "owners": ("self", "111122223333"),
                 "refusal": PCLUSTER,
             },
-            'image.tags {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}: no available AMI '
+            f"image.tags {json.dumps({**STACK_TAG, 'trainstack:role': 'training'})}: no available AMI "
             "of self, 111122223333 in us-east-1 carries these tags; build one (make image-ami) or pass "
             "-e pcluster_cluster_ami_id=ami-... Nothing was built, uploaded or rendered.",
         ),

@@ -55,7 +55,7 @@ def refusal(
 # ---------------------------------------------------------------- the request and the bundle's parameters
 
 
-def test_train_hp_request_field_by_field_passes_the_model() -> None:
+def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str) -> None:
     rendered = hyperpod_render.render(spec_of(), FOUNDATION, model=SAGEMAKER)
     request = rendered["cluster"]
     hyperpod_render.validate("CreateCluster", request, SAGEMAKER)
@@ -85,7 +85,7 @@ def test_train_hp_request_field_by_field_passes_the_model() -> None:
         },
         "Tags": [
             {"Key": "trainstack:cluster", "Value": "train-hp"},
-            {"Key": "trainstack:stack", "Value": "ts-2026.12"},
+            {"Key": "trainstack:stack", "Value": current_stack_id},
         ],
     }
     assert (

@@ -30,7 +30,7 @@ from tests.integration.image.oci_push import (
     record,
     running_registry,
 )
-from tests.support import free_port
+from tests.support import CURRENT_STACK_ID, free_port
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +39,13 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
         yield started
 
 
-def test_the_record_and_digest_come_back_from_the_registry(registry: Registry) -> None:
+def test_the_record_and_digest_come_back_from_the_registry(registry: Registry, current_stack_id: str) -> None:
     body = registry.image(
-        "lab/trainstack/pytorch", "ts-2026.12-abc", {oi.RECORD_ANNOTATION: json.dumps(record("13.2"))}
+        "lab/trainstack/pytorch",
+        f"{current_stack_id}-abc",
+        {oi.RECORD_ANNOTATION: json.dumps(record("13.2"))},
     )
-    ref = oi.parse_reference(f"{registry.host}/lab/trainstack/pytorch:ts-2026.12-abc")
+    ref = oi.parse_reference(f"{registry.host}/lab/trainstack/pytorch:{current_stack_id}-abc")
     info = oi.read_image(ref, scheme="http")
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     assert info["digest"] == digest
@@ -82,8 +84,8 @@ def test_a_docker_schema2_image_gives_its_record_from_the_configuration_label(re
     assert caught.value.kind == "record"
 
 
-def test_a_missing_tag_is_the_registrys_404(registry: Registry) -> None:
-    registry.image("lab/trainstack/base", "ts-2026.12", {})
+def test_a_missing_tag_is_the_registrys_404(registry: Registry, current_stack_id: str) -> None:
+    registry.image("lab/trainstack/base", current_stack_id, {})
     with pytest.raises(oi.ImageError) as caught:
         oi.read_image(oi.parse_reference(f"{registry.host}/lab/trainstack/base:no-such-tag"), scheme="http")
     assert caught.value.kind == "missing"
@@ -130,8 +132,8 @@ def test_a_registry_that_does_not_answer_is_named() -> None:
     ("text", "expected"),
     [
         (
-            "10.77.0.1:8673/lab/trainstack/pytorch:ts-2026.12-0123456789ab",
-            ("10.77.0.1:8673", "lab/trainstack/pytorch", "ts-2026.12-0123456789ab", None),
+            f"10.77.0.1:8673/lab/trainstack/pytorch:{CURRENT_STACK_ID}-0123456789ab",
+            ("10.77.0.1:8673", "lab/trainstack/pytorch", f"{CURRENT_STACK_ID}-0123456789ab", None),
         ),
         ("nvcr.io#nvidia/pytorch:25.01-py3", ("nvcr.io", "nvidia/pytorch", "25.01-py3", None)),
         ("ubuntu", (oi.DOCKER_HUB, "library/ubuntu", None, None)),

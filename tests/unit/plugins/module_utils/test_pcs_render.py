@@ -96,17 +96,17 @@ def test_example_requests_pass_botocores_pcs_model(name: str) -> None:
     assert len(requests["node_groups"]) == len(spec["queues"]) + (1 if spec.get("login_nodes") else 0)
 
 
-def test_p4d_cluster_node_group_and_queue() -> None:
+def test_p4d_cluster_node_group_and_queue(current_stack_id: str) -> None:
     requests = rendered("p4d")
     assert requests["cluster"] == {
         "clusterName": "train-p4d",
-        "scheduler": {"type": "SLURM", "version": "25.11"},  # ts-2026.12 builds Slurm 25.11.8
+        "scheduler": {"type": "SLURM", "version": "25.11"},  # the current stack builds Slurm 25.11.8
         "size": "SMALL",
         "networking": {
             "subnetIds": [FOUNDATION["subnet_private"]],
             "securityGroupIds": [FOUNDATION["security_group"]],
         },
-        "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.12"},
+        "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": current_stack_id},
     }
     (group,) = requests["node_groups"]
     assert group["computeNodeGroupName"] == "a100"
@@ -134,7 +134,7 @@ def test_p4d_cluster_node_group_and_queue() -> None:
             "clusterIdentifier": "train-p4d",
             "queueName": "a100",
             "computeNodeGroupConfigurations": [{"computeNodeGroupId": "a100"}],
-            "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": "ts-2026.12"},
+            "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": current_stack_id},
         }
     ]
     assert any(line.startswith("shared_storage.fsx_lustre:") for line in requests["not_rendered"])

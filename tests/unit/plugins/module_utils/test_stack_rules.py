@@ -3,6 +3,8 @@
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_matrix as sm
 
+from tests.support import SHIPPED_STACK_IDS
+
 
 def run(stack, rules, rule_id):
     rule = [r for r in rules if r["id"] == rule_id]
@@ -216,7 +218,7 @@ def test_aws_ofi_nccl_libfabric_minimum(good_stack, rules):
     assert run(good_stack, rules, "aws-ofi-nccl-libfabric").ok
 
 
-@pytest.mark.parametrize("stack_id", ["ts-2026.12", "ts-2026.10", "ts-2025.12"])
+@pytest.mark.parametrize("stack_id", SHIPPED_STACK_IDS)
 def test_shipped_stacks_pass(shipped_stacks, rules, stack_id):
     report = sm.check(shipped_stacks[stack_id], rules)
     assert report.ok, sm.format_report(report)

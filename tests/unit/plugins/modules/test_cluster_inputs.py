@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from ansible_collections.trainstack.cluster.plugins.modules import cluster_inputs
 
-from tests.support import REPO, MotoServer, start_moto
+from tests.support import CURRENT_STACK_ID, REPO, MotoServer, start_moto
 
 pytestmark = [pytest.mark.cluster, pytest.mark.moto]
 
 REGION = "us-east-1"
-STACK = {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}
+STACK = {"trainstack:stack": CURRENT_STACK_ID, "trainstack:role": "training"}
 SPEC = {"name": "train-p4d", "region": REGION, "image": {"tags": STACK, "os": "ubuntu-22.04"}}
 SPEC_FILE = str(REPO / "inventories" / "aws" / "clusters" / "p4d.yml")
 NOWHERE = "http://127.0.0.1:9"  # the discard port: nothing answers, so any AWS call fails
@@ -105,7 +105,7 @@ def test_no_ami_of_the_owner_is_refused_in_the_playbook_s_words(run_module, moto
     res = run_module(**args(records, moto.url, owners=["111122223333"], refusal=refusal))
     assert res["failed"] is True
     assert res["msg"] == (
-        'image.tags {"trainstack:stack": "ts-2026.12", "trainstack:role": "training"}: no available AMI of '
+        f"image.tags {json.dumps(STACK)}: no available AMI of "
         "111122223333 in us-east-1 carries these tags; build one (make image-ami) or pass "
         "-e pcluster_cluster_ami_id=ami-... Nothing was built, uploaded or rendered."
     )

@@ -34,9 +34,11 @@ def request_failures(catalog: Path | None = None, **overrides: Any) -> list[str]
 
 
 def catalog_copy(tmp_path: Path) -> Path:
-    """A copy of pytorch/ddp's directory as a catalog of its own, whose lock a test may change."""
+    """A copy of pytorch/ddp's directory (and the library its manifest includes) as a catalog of its own,
+    whose lock a test may change."""
     catalog = tmp_path / "testcases"
     shutil.copytree(REPO / "testcases" / "pytorch" / "ddp", catalog / "pytorch" / "ddp")
+    shutil.copytree(REPO / "testcases" / "common", catalog / "common")
     return catalog
 
 

@@ -20,6 +20,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as catalog_default,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
 
@@ -32,8 +33,7 @@ NOTHING = "Nothing was submitted."
 
 def known_variables(argument_specs: str) -> list[str]:
     """Every option of the role's argument specification, and the two results the role sets."""
-    with open(argument_specs, encoding="utf-8") as handle:
-        spec = yaml.safe_load(handle)
+    spec = strict_yaml.load(argument_specs)
     return list(spec["argument_specs"]["main"]["options"]) + list(ROLE_RESULTS)
 
 
@@ -44,8 +44,7 @@ def catalog_testcases(catalog: str) -> list[str]:
 
 
 def read_manifest(catalog: str, testcase: str) -> dict[str, Any]:
-    with open(os.path.join(catalog, testcase, "testcase.yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return strict_yaml.load(os.path.join(catalog, testcase, "testcase.yml"))
 
 
 def instance_entry(name: str) -> dict[str, Any]:
@@ -72,7 +71,10 @@ def refusals(request: Mapping[str, Any], catalog: str, known: list[str]) -> tupl
     problems = plan.input_problems(request, catalog_default().names())
     if problems:
         return f"{' '.join(problems)} {NOTHING}", None
-    manifest = read_manifest(catalog, testcase)
+    try:
+        manifest = read_manifest(catalog, testcase)
+    except yaml.YAMLError as err:
+        return f"Cannot launch {testcase}: its testcase.yml is not valid YAML: {err} {NOTHING}", None
     problems = plan.request_problems(
         request, manifest, catalog, instance_entry(request["training_job_instance_type"])
     )

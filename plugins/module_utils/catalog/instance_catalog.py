@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
+
 SCHEMA = 1
 # Keys merged one level deep (defaults, family and type each add to them); every other key is replaced.
 _NESTED = ("env", "health")
@@ -297,11 +299,10 @@ def load_file(path: str) -> Catalog:
     """Read and validate the YAML source (controller only: PyYAML is not there on every node)."""
     import yaml
 
-    with open(path, encoding="utf-8") as handle:
-        try:
-            data = yaml.safe_load(handle)
-        except yaml.YAMLError as err:
-            raise CatalogError(f"instance catalog {path}: not YAML: {err}") from err
+    try:
+        data = strict_yaml.load(path)
+    except yaml.YAMLError as err:
+        raise CatalogError(f"instance catalog {path}: not YAML: {err}") from err
     return Catalog(data)
 
 

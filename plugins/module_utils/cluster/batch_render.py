@@ -31,6 +31,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
     load_stack,
@@ -153,9 +154,11 @@ def load_test_case(directory: Path, case: str) -> tuple[dict[str, Any] | None, l
 
     path = directory / case / "testcase.yml"
     try:
-        manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+        manifest = strict_yaml.load(path)
     except OSError:
         return None, [f"test_cases: {case!r} is not a test case (no {path})"]
+    except yaml.YAMLError as err:
+        return None, [f"test_cases: {path} is not valid YAML: {err}"]
     if not isinstance(manifest, dict) or "entrypoint" not in manifest:
         return None, [f"test_cases: {path} has no entrypoint"]
     return manifest, []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
@@ -403,7 +404,7 @@ def load_file(path: str | Path, **kwargs: Any) -> dict[str, Any]:
     except OSError as exc:
         raise ClusterSpecError([f"{source}: cannot read the cluster spec ({exc.strerror})"]) from exc
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = strict_yaml.loads_all(text, source)
     except yaml.YAMLError as exc:
         raise ClusterSpecError([f"{source}: not YAML: {exc}"]) from exc
     if len(documents) != 1:

@@ -432,22 +432,105 @@ EVALUATORS: dict[str, Callable[[Mapping[str, Any], Mapping, Mapping, Target], li
 }
 
 
+# The keys each kind of rule reads: (required, optional), each with the type its value must have. A key that
+# is not listed is refused with the nearest known one, so that a typo (``familes:``) cannot switch a rule off,
+# and a missing one (``cuda_field:`` for ``cuda_fields:``) is named before any evaluator would fail on it.
+_COMMON_KEYS = {"id": str, "kind": str, "citation": str, "description": str}
+_RULE_KEYS: dict[str, tuple[dict[str, type], dict[str, type]]] = {
+    "driver_for_cuda": ({"cuda_fields": list, "minimum_driver": dict}, {}),
+    "conditional_env": ({"when": list, "require_env": dict}, {}),
+    "instance_family_minimum": ({"minimum": dict}, {"families": list, "generations": list}),
+    "kernel_modules": ({"field": str, "allowed": dict}, {}),
+    "os_support": ({"supported": dict}, {}),
+    "equal_fields": ({"fields": list}, {}),
+    "built_against": ({"component": str, "against": str}, {}),
+    "component_minimum": ({"component": str, "minimum": dict}, {}),
+    "recommended_env": ({}, {"families": list, "when": list, "set_env": dict, "unset_env": list}),
+}
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "a mapping"}
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _condition_problems(rid: str, conditions: list[Any]) -> list[str]:
+    """A ``when`` entry is {field: <component.key>, <op>: <version>, ...} with at least one known operator."""
+    problems = []
+    for index, condition in enumerate(conditions):
+        where = f"rule {rid}: when[{index}]"
+        if not isinstance(condition, Mapping) or not isinstance(condition.get("field"), str):
+            problems.append(f"{where} must be a mapping with a 'field' (component.key) and an operator")
+            continue
+        ops = [key for key in condition if key != "field"]
+        for key in ops:
+            if key not in _OPS:
+                known = ", ".join(_OPS)
+                problems.append(
+                    f"{where}: unknown operator '{key}'{_did_you_mean(key, _OPS)}; known: {known}"
+                )
+        if not ops:
+            problems.append(f"{where} names no operator ({', '.join(_OPS)})")
+    return problems
+
+
+def _rule_problems(rule: Mapping[str, Any], rid: str) -> list[str]:
+    """What is wrong with one rule's keys and their types (its kind is known)."""
+    required, optional = _RULE_KEYS[str(rule["kind"])]
+    allowed = {**_COMMON_KEYS, **required, **optional}
+    problems = []
+    for key in rule:
+        if key not in allowed:
+            problems.append(
+                f"rule {rid}: unknown key '{key}'{_did_you_mean(str(key), allowed)} for kind {rule['kind']} "
+                f"(its keys: {', '.join(sorted(allowed))})"
+            )
+    for key in required:
+        if key not in rule:
+            problems.append(f"rule {rid}: kind {rule['kind']} needs '{key}'")
+    for key, wanted in allowed.items():
+        if key in rule and not isinstance(rule[key], wanted):
+            problems.append(
+                f"rule {rid}: '{key}' must be {_TYPE_NAMES[wanted]}, not {type(rule[key]).__name__}"
+            )
+    if rule["kind"] == "instance_family_minimum" and not (rule.get("families") or rule.get("generations")):
+        problems.append(f"rule {rid}: kind instance_family_minimum needs 'families' or 'generations'")
+    if isinstance(rule.get("when"), list):
+        problems += _condition_problems(rid, rule["when"])
+    return problems
+
+
 def validate_rules(rules: Iterable[Mapping[str, Any]]) -> None:
-    """Every rule needs an id, a known kind and a citation: an uncited rule cannot be reviewed."""
-    seen = set()
-    for rule in rules:
+    """Every rule needs an id, a known kind, a citation (an uncited rule cannot be reviewed) and exactly the
+    keys its kind reads; every problem of the file is named at once, before any rule runs."""
+    seen: set[str] = set()
+    problems: list[str] = []
+    for index, rule in enumerate(rules):
+        if not isinstance(rule, Mapping):
+            problems.append(f"rules[{index}] must be a mapping")
+            continue
         rid = rule.get("id")
         if not rid:
-            raise StackError("rule without 'id'")
+            problems.append(f"rules[{index}]: rule without 'id'")
+            continue
         if rid in seen:
-            raise StackError(f"rule id '{rid}' is used twice")
+            problems.append(f"rule id '{rid}' is used twice")
         seen.add(rid)
         if rule.get("kind") not in EVALUATORS:
-            raise StackError(
-                f"rule {rid}: unknown kind '{rule.get('kind')}' (known: {', '.join(EVALUATORS)})"
+            kind = str(rule.get("kind"))
+            problems.append(
+                f"rule {rid}: unknown kind '{kind}'{_did_you_mean(kind, EVALUATORS)} "
+                f"(known: {', '.join(EVALUATORS)})"
             )
+            continue
         if not rule.get("citation"):
-            raise StackError(f"rule {rid}: 'citation' is required")
+            problems.append(f"rule {rid}: 'citation' is required")
+        problems += _rule_problems(rule, rid)
+    if problems:
+        raise StackError("; ".join(problems))
 
 
 # ---------------------------------------------------------------- entry points

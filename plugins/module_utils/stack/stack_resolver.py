@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import locked_digest
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     resolve,
@@ -35,11 +36,15 @@ _VARIANT_RE = re.compile(r"^[a-z0-9]+$")
 
 
 def _load_yaml(path: Path) -> Any:
-    """Parse a YAML file. PyYAML is imported here, not at the top: the resolver runs on the controller, which
-    has it, while module_utils must import on any target Python (ansible-test's import check)."""
+    """Parse a YAML file, a repeated key refused. PyYAML is imported here, not at the top: the resolver runs
+    on the controller, which has it, while module_utils must import on any target Python (ansible-test's
+    import check)."""
     import yaml
 
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        return strict_yaml.load(path)
+    except yaml.YAMLError as err:
+        raise StackError(f"{path}: not valid YAML: {err}") from err
 
 
 def os_id(facts: Mapping[str, Any]) -> str:

@@ -18,7 +18,10 @@ MODULE_UTILS = Path(__file__).resolve().parents[4] / "plugins" / "module_utils"
 PREFIXES = ("ansible_collections.trainstack.cluster.plugins.module_utils", "plugins.module_utils")
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # Base: AWS clients and waits, the instance catalog, verified downloads. They import nothing else here.
+    # How the product's own YAML files are read (duplicate keys refused). It imports nothing else here.
+    ("files",),
+    # Base: AWS clients and waits, the instance catalog, verified downloads; the catalog reads its YAML source
+    # through the layer above.
     ("aws", "catalog", "artifact"),
     # The files of stacks/ read and checked; they read the catalog and the lock entries below them.
     ("stack",),
@@ -101,7 +104,7 @@ def test_the_imports_are_read() -> None:
     spec = imported_packages(MODULE_UTILS / "cluster" / "cluster_spec.py", MODULE_UTILS)
     assert {"catalog", "stack"} <= {target for line, target in spec}
     lazy = imported_packages(MODULE_UTILS / "catalog" / "instance_catalog.py", MODULE_UTILS)
-    assert [target for line, target in lazy] == ["catalog"]
+    assert [target for line, target in lazy] == ["files", "catalog"]
 
 
 def write(root: Path, name: str, text: str = "") -> None:

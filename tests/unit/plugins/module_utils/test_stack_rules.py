@@ -222,3 +222,77 @@ def test_aws_ofi_nccl_libfabric_minimum(good_stack, rules):
 def test_shipped_stacks_pass(shipped_stacks, rules, stack_id):
     report = sm.check(shipped_stacks[stack_id], rules)
     assert report.ok, sm.format_report(report)
+
+
+# ---------------------------------------------------------------- the rules file's own schema
+
+
+def _with(rules, rule_id, change):
+    """A copy of the rules with one rule changed by ``change(rule)``."""
+    import copy
+
+    changed = copy.deepcopy(rules)
+    change(next(r for r in changed if r["id"] == rule_id))
+    return changed
+
+
+def _rename(old, new):
+    def change(rule):
+        rule[new] = rule.pop(old)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "change", "message"),
+    [
+        # A typo used to switch the rule off without a word (the evaluator read rule.get("families")).
+        (
+            "p5-minimums",
+            _rename("families", "familes"),
+            "rule p5-minimums: unknown key 'familes' (did you mean 'families'?)",
+        ),
+        # A typo used to crash the checker with a KeyError.
+        (
+            "cuda-driver-minimum",
+            _rename("cuda_fields", "cuda_field"),
+            "rule cuda-driver-minimum: kind driver_for_cuda needs 'cuda_fields'",
+        ),
+        (
+            "efa-cuda-sync-memops",
+            lambda r: r["when"][0].update(lte="1.0"),
+            "when[0]: unknown operator 'lte' (did you mean 'lt'?); known: lt, le, eq, ge, gt",
+        ),
+        (
+            "pytorch-nccl-pin",
+            lambda r: r.update(fields="pytorch.nccl"),
+            "rule pytorch-nccl-pin: 'fields' must be a list, not str",
+        ),
+        (
+            "nccl-cuda-major",
+            lambda r: r.update(kind="equal_field"),
+            "unknown kind 'equal_field' (did you mean 'equal_fields'?)",
+        ),
+        ("blackwell-minimums", lambda r: r.pop("generations"), "needs 'families' or 'generations'"),
+    ],
+)
+def test_a_malformed_rule_is_named_before_any_rule_runs(good_stack, rules, rule_id, change, message):
+    bad = _with(rules, rule_id, change)
+    with pytest.raises(sm.StackError) as err:
+        sm.check(good_stack, bad)
+    assert message in str(err.value), str(err.value)
+
+
+def test_every_problem_of_the_rules_file_is_named_at_once(good_stack, rules):
+    bad = _with(
+        _with(rules, "p5-minimums", _rename("families", "familes")),
+        "cuda-driver-minimum",
+        _rename("cuda_fields", "cuda_field"),
+    )
+    with pytest.raises(sm.StackError) as err:
+        sm.validate_rules(bad)
+    assert "familes" in str(err.value) and "cuda_field" in str(err.value)
+
+
+def test_the_shipped_rules_pass_their_schema(rules):
+    sm.validate_rules(rules)

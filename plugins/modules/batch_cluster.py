@@ -137,11 +137,6 @@ progress:
 from pathlib import Path
 from typing import Any
 
-try:
-    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
-except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
-    AnsibleAWSModule = None
-
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import GONE, Waiter
@@ -313,11 +308,11 @@ def argument_spec() -> dict[str, Any]:
 
 def _requests(module: Any, spec: dict[str, Any], vcpus: dict[str, int]) -> dict[str, Any]:
     params = module.params
-    foundation = {key: value for key, value in (params["foundation"] or {}).items() if value}
-    try:
+
+    def make() -> dict[str, Any]:
         requests = render(
             spec,
-            foundation,
+            spec_module.foundation(module),
             params["ami_id"],
             vcpus=vcpus,
             image=params["image"] or "",
@@ -327,11 +322,9 @@ def _requests(module: Any, spec: dict[str, Any], vcpus: dict[str, int]) -> dict[
             stacks=params["stacks_dir"],
         )
         validate(requests)
-    except BatchRenderError as exc:
-        module.fail_json(msg=f"Batch cannot make this environment:\n{exc}", problems=exc.problems)
-    except BatchRequestError as exc:
-        module.fail_json(msg=str(exc), operation=exc.operation)
-    return requests
+        return requests
+
+    return spec_module.rendered(module, "Batch", (BatchRenderError, BatchRequestError), make, "environment")
 
 
 def _vcpus(module: Any, spec: dict[str, Any]) -> dict[str, int]:
@@ -347,21 +340,8 @@ def _vcpus(module: Any, spec: dict[str, Any]) -> dict[str, int]:
 
 
 def main() -> None:
-    if AnsibleAWSModule is None:
-        from ansible.module_utils.basic import AnsibleModule
-
-        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
-            msg="trainstack.cluster.batch_cluster needs the amazon.aws collection (module_utils): install it"
-        )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec(),
-        required_if=[("state", "present", ("foundation", "image"))],
-        supports_check_mode=True,
-        **spec_module.SPEC_RULES,
-    )
+    module, spec = spec_module.cluster_module("batch_cluster", argument_spec(), ("foundation", "image"))
     params = module.params
-    spec_module.check_run_params(module)
-    spec = spec_module.load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         # Everything the spec alone decides is refused before any call, the vCPU look-up included.

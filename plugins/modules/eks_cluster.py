@@ -135,11 +135,6 @@ progress:
 
 from typing import Any
 
-try:
-    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
-except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
-    AnsibleAWSModule = None
-
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
@@ -317,34 +312,17 @@ def argument_spec() -> dict[str, Any]:
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
     params = module.params
-    foundation = {
-        key: value for key, value in (params["foundation"] or {}).items() if value not in (None, "", [])
-    }
-    try:
-        requests = render(spec, foundation, params["ami_id"], stacks=params["stacks_dir"])
+
+    def make() -> dict[str, Any]:
+        requests = render(spec, spec_module.foundation(module), params["ami_id"], stacks=params["stacks_dir"])
         validate(requests)
-    except EksRenderError as exc:
-        module.fail_json(msg=f"EKS cannot make this cluster:\n{exc}", problems=exc.problems)
-    except EksRequestError as exc:
-        module.fail_json(msg=str(exc), operation=exc.operation)
-    return requests
+        return requests
+
+    return spec_module.rendered(module, "EKS", (EksRenderError, EksRequestError), make)
 
 
 def main() -> None:
-    if AnsibleAWSModule is None:
-        from ansible.module_utils.basic import AnsibleModule
-
-        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
-            msg="trainstack.cluster.eks_cluster needs the amazon.aws collection (module_utils): install it"
-        )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec(),
-        required_if=[("state", "present", ("foundation",))],
-        supports_check_mode=True,
-        **spec_module.SPEC_RULES,
-    )
-    spec_module.check_run_params(module)
-    spec = spec_module.load_spec(module)
+    module, spec = spec_module.cluster_module("eks_cluster", argument_spec(), ("foundation",))
     params = module.params
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     templates = [

@@ -149,11 +149,6 @@ progress:
 
 from typing import Any
 
-try:
-    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
-except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
-    AnsibleAWSModule = None
-
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
@@ -326,33 +321,17 @@ def argument_spec() -> dict[str, Any]:
 
 def _rendered(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
-    params = module.params
-    foundation = {key: value for key, value in (params["foundation"] or {}).items() if value is not None}
-    try:
-        rendered = render(spec, foundation, params["slurm_config"])
+
+    def make() -> dict[str, Any]:
+        rendered = render(spec, spec_module.foundation(module), module.params["slurm_config"])
         validate("CreateCluster", rendered["cluster"])
-    except HyperPodRenderError as exc:
-        module.fail_json(msg=f"HyperPod cannot make this cluster:\n{exc}", problems=exc.problems)
-    except HyperPodRequestError as exc:
-        module.fail_json(msg=str(exc), operation=exc.operation)
-    return rendered
+        return rendered
+
+    return spec_module.rendered(module, "HyperPod", (HyperPodRenderError, HyperPodRequestError), make)
 
 
 def main() -> None:
-    if AnsibleAWSModule is None:
-        from ansible.module_utils.basic import AnsibleModule
-
-        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
-            msg="trainstack.cluster.hyperpod_cluster needs the amazon.aws collection: install it"
-        )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec(),
-        required_if=[("state", "present", ("foundation",))],
-        supports_check_mode=True,
-        **spec_module.SPEC_RULES,
-    )
-    spec_module.check_run_params(module)
-    spec = spec_module.load_spec(module)
+    module, spec = spec_module.cluster_module("hyperpod_cluster", argument_spec(), ("foundation",))
     params = module.params
     result: dict[str, Any] = {"changed": False}
     if params["state"] == "present":

@@ -195,11 +195,6 @@ progress:
 
 from typing import Any
 
-try:
-    from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
-except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
-    AnsibleAWSModule = None
-
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
@@ -422,40 +417,25 @@ def argument_spec() -> dict[str, Any]:
 def _requests(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Render and validate; any problem fails the module before a client exists."""
     params = module.params
-    foundation = {key: value for key, value in (params["foundation"] or {}).items() if value is not None}
-    try:
+
+    def make() -> dict[str, Any]:
         requests = render(
             spec,
-            foundation,
+            spec_module.foundation(module),
             params["ami_id"],
             params["launch_template"],
             params["launch_templates"],
             stacks=params["stacks_dir"],
         )
         validate(requests)
-    except PcsRenderError as exc:
-        module.fail_json(msg=f"PCS cannot make this cluster:\n{exc}", problems=exc.problems)
-    except PcsRequestError as exc:
-        module.fail_json(msg=str(exc), operation=exc.operation)
-    return requests
+        return requests
+
+    return spec_module.rendered(module, "PCS", (PcsRenderError, PcsRequestError), make)
 
 
 def main() -> None:
-    if AnsibleAWSModule is None:
-        from ansible.module_utils.basic import AnsibleModule
-
-        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
-            msg="trainstack.cluster.pcs_cluster needs the amazon.aws collection (module_utils): install it"
-        )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec(),
-        required_if=[("state", "present", ("foundation",))],
-        supports_check_mode=True,
-        **spec_module.SPEC_RULES,
-    )
+    module, spec = spec_module.cluster_module("pcs_cluster", argument_spec(), ("foundation",))
     params = module.params
-    spec_module.check_run_params(module)
-    spec = spec_module.load_spec(module)
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         requests = _requests(module, spec)

@@ -10,7 +10,8 @@ options, before any client exists.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws import wait
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
@@ -18,6 +19,8 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster
     load_file,
     normalise,
 )
+
+T = TypeVar("T")
 
 # The AnsibleAWSModule arguments of the spec's two forms.
 SPEC_RULES: dict[str, Any] = {
@@ -61,3 +64,53 @@ def check_run_params(module: Any) -> None:
         module.fail_json(msg=problem)
     if params["render_only"] and params["state"] == "absent":
         module.fail_json(msg="render_only: only with state=present (there is nothing to render for absent)")
+
+
+def cluster_module(
+    name: str, argument_spec: dict[str, Any], present_needs: tuple[str, ...]
+) -> tuple[Any, dict]:
+    """The module and its normalised spec, in the order every cluster module takes them: the run options
+    checked, then the spec, both before any client exists. ``present_needs`` are the options state=present
+    requires besides the spec."""
+    try:
+        from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+    except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
+        from ansible.module_utils.basic import AnsibleModule
+
+        AnsibleModule(argument_spec={}, bypass_checks=True).fail_json(
+            msg=f"trainstack.cluster.{name} needs the amazon.aws collection (module_utils): install it"
+        )
+        raise AssertionError("unreachable") from None  # fail_json exits
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec,
+        required_if=[("state", "present", present_needs)],
+        supports_check_mode=True,
+        **SPEC_RULES,
+    )
+    check_run_params(module)
+    return module, load_spec(module)
+
+
+def foundation(module: Any) -> dict[str, Any]:
+    """The foundation record's values that are set: the foundation writes '' (or an empty list) for what it
+    did not make, which every renderer reads as absent."""
+    return {
+        key: value
+        for key, value in (module.params["foundation"] or {}).items()
+        if value not in (None, "", [])
+    }
+
+
+def rendered(
+    module: Any, service: str, errors: tuple[type, type], make: Callable[[], T], what: str = "cluster"
+) -> T:
+    """``make()`` (render, then validate against the service's request model), or the module failed: a
+    render error lists each problem of the spec, a request error names the API operation it breaks."""
+    render_error, request_error = errors
+    try:
+        return make()
+    except render_error as exc:
+        module.fail_json(msg=f"{service} cannot make this {what}:\n{exc}", problems=exc.problems)
+    except request_error as exc:
+        module.fail_json(msg=str(exc), operation=exc.operation)
+    raise AssertionError("unreachable")  # pragma: no cover - fail_json exits

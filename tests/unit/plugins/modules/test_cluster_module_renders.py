@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
 from ansible_collections.trainstack.cluster.plugins.modules import (
     batch_cluster,
     eks_cluster,
@@ -106,7 +107,7 @@ def run_module(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPat
     def run(module: str, **args: Any) -> dict[str, Any]:
         code = MODULES[module]
         monkeypatch.setattr(
-            code.AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail(f"{module} asked for a client")
+            AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail(f"{module} asked for a client")
         )
         capsys.readouterr()
         with patch_module_args(args), pytest.raises(SystemExit):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
 from ansible_collections.trainstack.cluster.plugins.modules import eks_cluster
 
 from tests.support import REPO, MotoServer, start_moto
@@ -69,9 +70,7 @@ def held(moto: MotoServer) -> tuple[list[str], list[str]]:
 
 
 def test_render_only_asks_for_no_client(run_module, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        eks_cluster.AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail("client asked for")
-    )
+    monkeypatch.setattr(AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail("client asked for"))
     res = run_module(**ARGS, render_only=True)
     assert not res.get("failed"), res
     assert [g["nodegroupName"] for g in res["requests"]["node_groups"]] == ["h100"]
@@ -172,9 +171,7 @@ def test_a_request_the_model_refuses_fails_before_any_client(
         return requests
 
     monkeypatch.setattr(eks_cluster, "render", broken)
-    monkeypatch.setattr(
-        eks_cluster.AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail("client asked for")
-    )
+    monkeypatch.setattr(AnsibleAWSModule, "client", lambda *_a, **_k: pytest.fail("client asked for"))
     res = run_module(**ARGS)
     assert res["failed"] and res["operation"] == "CreateNodegroup", res
     assert "RESERVED" in res["msg"]

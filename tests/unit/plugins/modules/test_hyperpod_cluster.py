@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
 from ansible_collections.trainstack.cluster.plugins.modules import hyperpod_cluster
 from botocore.session import Session
 from botocore.stub import Stubber
@@ -63,7 +64,7 @@ def no_client(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         asked.append(service)
         raise AssertionError(f"the module asked for a {service} client")
 
-    monkeypatch.setattr(hyperpod_cluster.AnsibleAWSModule, "client", client_for)
+    monkeypatch.setattr(AnsibleAWSModule, "client", client_for)
     return asked
 
 
@@ -162,7 +163,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
         "sagemaker", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
     )
     stubber = Stubber(client)
-    monkeypatch.setattr(hyperpod_cluster.AnsibleAWSModule, "client", lambda *_a, **_k: client)
+    monkeypatch.setattr(AnsibleAWSModule, "client", lambda *_a, **_k: client)
     with stubber:
         yield stubber
     stubber.assert_no_pending_responses()

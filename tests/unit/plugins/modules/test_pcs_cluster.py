@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws import wait
 from ansible_collections.trainstack.cluster.plugins.modules import pcs_cluster
 from botocore.exceptions import ParamValidationError
@@ -119,7 +120,7 @@ def pcs(monkeypatch: pytest.MonkeyPatch) -> Stubber:
         asked.append({"service": service, **kwargs})
         return client
 
-    monkeypatch.setattr(pcs_cluster.AnsibleAWSModule, "client", client_for)
+    monkeypatch.setattr(AnsibleAWSModule, "client", client_for)
     slept: list[float] = []
     monkeypatch.setattr(wait, "SLEEP", slept.append)  # the waits' pace, without sleeping it
     stub.asked = asked  # type: ignore[attr-defined]

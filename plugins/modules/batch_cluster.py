@@ -347,11 +347,7 @@ def main() -> None:
         # Everything the spec alone decides is refused before any call, the vCPU look-up included.
         _requests(module, spec, {q["instance_type"]: 1 for q in spec["queues"]})
         requests = _requests(module, spec, _vcpus(module, spec))
-        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
-        for line in result["not_rendered"]:
-            module.warn(f"not in the Batch requests: {line}")
-        if params["render_only"]:
-            module.exit_json(**result)
+        spec_module.keep_rendered(module, result, requests, "Batch")
     batch = client(module, "batch", spec["region"])
     ec2 = client(module, "ec2", spec["region"])
     waiter = Waiter.of_module(module, "Batch", POLL_SECONDS, HINT)

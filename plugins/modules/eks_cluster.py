@@ -330,11 +330,7 @@ def main() -> None:
     ]
     if params["state"] == "present":
         requests = _requests(module, spec)
-        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
-        for line in result["not_rendered"]:
-            module.warn(f"not in the EKS requests: {line}")
-        if params["render_only"]:
-            module.exit_json(**result)
+        spec_module.keep_rendered(module, result, requests, "EKS")
     eks = client(module, "eks", spec["region"])
     ec2 = client(module, "ec2", spec["region"])
     waiter = Waiter.of_module(module, "EKS", POLL_SECONDS, HINT)

@@ -439,11 +439,7 @@ def main() -> None:
     result: dict[str, Any] = {"changed": False, "created": [], "deleted": []}
     if params["state"] == "present":
         requests = _requests(module, spec)
-        result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
-        for line in result["not_rendered"]:
-            module.warn(f"not in the PCS requests: {line}")
-        if params["render_only"]:
-            module.exit_json(**result)
+        spec_module.keep_rendered(module, result, requests, "PCS")
     pcs = client(module, "pcs", spec["region"])
     waiter = Waiter.of_module(module, "PCS", POLL_SECONDS, HINT)
     with reported(module, f"PCS cluster {spec['name']}"):

@@ -114,3 +114,13 @@ def rendered(
     except request_error as exc:
         module.fail_json(msg=str(exc), operation=exc.operation)
     raise AssertionError("unreachable")  # pragma: no cover - fail_json exits
+
+
+def keep_rendered(module: Any, result: dict[str, Any], requests: dict[str, Any], service: str) -> None:
+    """Put the rendered requests in the result and warn of what the spec says that they cannot carry; with
+    O(render_only), that result is the whole answer and the module exits before any client exists."""
+    result.update(requests=requests, not_rendered=requests.pop("not_rendered"))
+    for line in result["not_rendered"]:
+        module.warn(f"not in the {service} requests: {line}")
+    if module.params["render_only"]:
+        module.exit_json(**result)

@@ -31,6 +31,10 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.errors import (
+    RenderError,
+    RequestError,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
@@ -61,22 +65,12 @@ DIGEST_TAG = "trainstack:definition-sha256"
 MEMORY_SHARE = 0.9
 
 
-class BatchRenderError(ValueError):
+class BatchRenderError(RenderError):
     """The spec or the inputs ask for what Batch cannot make; one '<key>: <rule>' line per problem."""
 
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
-
-class BatchRequestError(ValueError):
+class BatchRequestError(RequestError):
     """A rendered request is not one botocore's model accepts; names the operation and the resource."""
-
-    def __init__(self, operation: str, label: str, report: str) -> None:
-        super().__init__(f"{operation} ({label}) does not match botocore's model: {report}")
-        self.operation = operation
-        self.label = label
-        self.report = report
 
 
 def resource_name(spec: Mapping[str, Any], queue: Mapping[str, Any], case: str | None = None) -> str:

@@ -27,6 +27,10 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
     botocore_model,
     launch_template,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.errors import (
+    RenderError,
+    RequestError,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_resolver import (
     load_stack,
@@ -57,22 +61,12 @@ KUBELET_EFFECT = {
 TEMPLATE_KIND = "eks"
 
 
-class EksRenderError(ValueError):
+class EksRenderError(RenderError):
     """The spec or the foundation asks for what EKS cannot make; one '<key>: <rule>' line per problem."""
 
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
-
-class EksRequestError(ValueError):
+class EksRequestError(RequestError):
     """A rendered request is not one botocore's model accepts; names the operation and the resource."""
-
-    def __init__(self, operation: str, label: str, report: str) -> None:
-        super().__init__(f"{operation} ({label}) does not match botocore's model: {report}")
-        self.operation = operation
-        self.label = label
-        self.report = report
 
 
 # ---------------------------------------------------------------- checks before anything is rendered

@@ -24,6 +24,10 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
 )
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.errors import (
+    RenderError,
+    RequestError,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.pcluster_render import (
     BOOTSTRAP_KEY,
     BUNDLE_PREFIX,
@@ -53,22 +57,14 @@ AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 OPERATIONS = ("CreateCluster", "CreateComputeNodeGroup", "CreateQueue")
 
 
-class PcsRenderError(ValueError):
+class PcsRenderError(RenderError):
     """The spec asks for what PCS cannot do, or an input is missing; one '<key>: <rule>' line per problem."""
 
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
-
-class PcsRequestError(ValueError):
+class PcsRequestError(RequestError):
     """A rendered request is not one the PCS API model accepts; names the operation and the request."""
 
-    def __init__(self, operation: str, label: str, report: str) -> None:
-        super().__init__(f"{operation} ({label}) does not match botocore's PCS model: {report}")
-        self.operation = operation
-        self.label = label
-        self.report = report
+    MODEL = "botocore's PCS model"
 
 
 # ---------------------------------------------------------------- checks before anything is rendered

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.launch import names, plan
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import names, output, plan
 
 
 def close_matches(unknown: Iterable[str], known: Iterable[str], prefix: str = "") -> str:
@@ -20,8 +20,29 @@ def entrypoint_options(help_text: str) -> list[str]:
     return plan.entrypoint_options(str(help_text))
 
 
+def partition_nodes(sinfo_lines: Iterable[str], partition: str = "") -> int:
+    """The partition's node count from sinfo's '%P %D' lines (see module_utils/launch/output.py)."""
+    return output.partition_nodes([str(line) for line in sinfo_lines], str(partition or ""))
+
+
+def rules_refusal(stderr: str) -> str:
+    """The reason a test case's argument check gave for refusing a launch."""
+    return output.rules_refusal(str(stderr))
+
+
+def duration_seconds(delta: str) -> float:
+    """A command's ``delta`` in seconds."""
+    return output.duration_seconds(str(delta))
+
+
 class FilterModule:
     """trainstack.cluster launch filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"close_matches": close_matches, "entrypoint_options": entrypoint_options}
+        return {
+            "close_matches": close_matches,
+            "entrypoint_options": entrypoint_options,
+            "partition_nodes": partition_nodes,
+            "rules_refusal": rules_refusal,
+            "duration_seconds": duration_seconds,
+        }

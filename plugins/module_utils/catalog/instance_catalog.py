@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
-
 SCHEMA = 1
 # Keys merged one level deep (defaults, family and type each add to them); every other key is replaced.
 _NESTED = ("env", "health")
@@ -297,7 +295,9 @@ def default() -> Catalog:
 
 def load_file(path: str) -> Catalog:
     """Read and validate the YAML source (controller only: PyYAML is not there on every node)."""
+    # Imported here: the rest of this file also loads by path, without the collection (bench/catalog_peak.py).
     import yaml
+    from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 
     try:
         data = strict_yaml.load(path)

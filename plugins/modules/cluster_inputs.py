@@ -153,6 +153,7 @@ try:
 except ImportError:  # pragma: no cover - amazon.aws is a dependency of this collection
     AnsibleAWSModule = None
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_inputs import (
     Describe,
     InputsError,
@@ -194,12 +195,13 @@ def read_text(path: str) -> str | None:
 
 
 def ec2_describe(module: Any, region: str) -> Describe:
-    """DescribeImages in the spec's region, through amazon.aws (its retries and pagination); the client is
-    made only when a look-up happens, so a run that needs none needs no credentials."""
+    """DescribeImages in the spec's region through amazon.aws's pagination, on the client every trainstack
+    module uses (module_utils/aws/client.py: botocore's standard retries); the client is made only when a
+    look-up happens, so a run that needs none needs no credentials."""
 
     def describe(params: dict[str, Any]) -> list[dict[str, Any]]:
         try:
-            return describe_images(module.client("ec2", region=region), **params)
+            return describe_images(client(module, "ec2", region), **params)
         except AnsibleEC2Error as error:
             module.fail_json_aws_error(error)
         raise AssertionError("unreachable")  # pragma: no cover - fail_json_aws_error exits

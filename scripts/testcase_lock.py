@@ -118,7 +118,7 @@ def lock_path(manifest: Path, target: str = LAB_TARGET) -> Path:
 
 @dataclass(frozen=True)
 class Target:
-    """A GPU platform of the current stack's images: OS, architecture, the Python its virtualenv runs, glibc."""
+    """A GPU platform of the current stack's images: OS, architecture, its virtualenv's Python, glibc."""
 
     name: str
     os: str
@@ -165,7 +165,9 @@ def gpu_targets(stack: dict[str, Any]) -> list[Target]:
         if os_id in lab:
             continue
         if os_id not in OS_PLATFORMS:
-            sys.exit(f"testcase_lock: {stack['id']} scopes OS {os_id}; add its Python and glibc to OS_PLATFORMS")
+            sys.exit(
+                f"testcase_lock: {stack['id']} scopes OS {os_id}; add its Python and glibc to OS_PLATFORMS"
+            )
         python, glibc = OS_PLATFORMS[os_id]
         for arch in scope["arch"]:
             targets.append(Target(f"gpu-{os_id}-{arch}", os_id, arch, python, glibc))
@@ -183,8 +185,10 @@ def cuda_line(stack: dict[str, Any]) -> CudaLine:
         tuple(pytorch.get("artifacts") or []),
     )
     if line.nccl != str(nccl["version"]) or int(nccl.get("cuda_major", line.cuda_major)) != line.cuda_major:
-        sys.exit(f"testcase_lock: {stack['id']}'s pytorch (NCCL {line.nccl}, CUDA {line.cuda_runtime}) and nccl "
-                 f"(NCCL {nccl['version']}, CUDA major {nccl.get('cuda_major')}) disagree")
+        sys.exit(
+            f"testcase_lock: {stack['id']}'s pytorch (NCCL {line.nccl}, CUDA {line.cuda_runtime}) and nccl "
+            f"(NCCL {nccl['version']}, CUDA major {nccl.get('cuda_major')}) disagree"
+        )
     return line
 
 
@@ -481,7 +485,9 @@ def uv_binary() -> str:
     beside = Path(sys.executable).parent / "uv"
     found = str(beside) if beside.is_file() else shutil.which("uv")
     if not found:
-        sys.exit("testcase_lock: the GPU targets are resolved with uv (requirements.txt installs it in .venv)")
+        sys.exit(
+            "testcase_lock: the GPU targets are resolved with uv (requirements.txt installs it in .venv)"
+        )
     return found
 
 
@@ -551,28 +557,32 @@ def render_gpu(
     except ValueError:
         shown = manifest
     header = [
-        f"# Hash-pinned closure of {shown}'s requirements for the GPU target {target.name}: {' '.join(inputs)}.",
+        f"# Hash-pinned closure of {shown}'s requirements for the GPU target {target.name}: "
+        f"{' '.join(inputs)}.",
         f"# Target: the {target.os} image ({notes['stack']}), CPython {target.python} ({target.abi}), Linux "
         f"{target.arch} (glibc 2.{target.glibc_minor}), PyPI's CUDA build of torch {line.torch} (CUDA "
         f"{line.cuda_runtime}, nvidia-nccl-cu{line.cuda_major} {line.nccl}).",
     ]
     for name, entry in sorted(notes["replaced"].items()):
         header.append(
-            f"# {name}=={entry['version']} instead of the manifest's pin: {' '.join(str(entry['reason']).split())}"
+            f"# {name}=={entry['version']} instead of the manifest's pin: "
+            + " ".join(str(entry["reason"]).split())
         )
     for name, extras in sorted(notes["extras"].items()):
-        header.append(f"# {name} with the extras [{','.join(extras)}]: its CUDA build (testcases/gpu_targets.yml).")
+        header.append(
+            f"# {name} with the extras [{','.join(extras)}]: its CUDA build (testcases/gpu_targets.yml)."
+        )
     for req in notes["sources"]:
         header.append(
-            f"# {req}: PyPI has its source only; the hash is the wheel's scripts/sdist_wheels.py builds (pure "
-            "Python, reproducible), the lab lock's file: the wheelhouse builds it, no node does."
+            f"# {req}: PyPI has its source only; the hash is the wheel's scripts/sdist_wheels.py builds "
+            "(pure Python, reproducible), the lab lock's file: the wheelhouse builds it, no node does."
         )
     header += [
         f"# Resolved by uv {notes['uv']} pip compile --python-platform {target.platform} --python-version "
-        f"{target.python} --only-binary :all: --generate-hashes, index {notes['index']}: every file the index "
-        "lists for each locked version is hashed.",
-        f"# Made by scripts/testcase_lock.py ({MAKE_COMMAND} TARGETS={target.name}): change the manifest's pins "
-        "or testcases/gpu_targets.yml, then run that.",
+        f"{target.python} --only-binary :all: --generate-hashes, index {notes['index']}: every file the "
+        "index lists for each locked version is hashed.",
+        f"# Made by scripts/testcase_lock.py ({MAKE_COMMAND} TARGETS={target.name}): change the manifest's "
+        "pins or testcases/gpu_targets.yml, then run that.",
     ]
     body = [text for pin in pins for text in pin.lines()]
     return "\n".join(header + body) + "\n"
@@ -593,17 +603,27 @@ def gpu_entry_problems(
     torch = entries.get("torch")
     if "torch" in expected:
         if torch is None or torch[0] != line.torch:
-            problems.append(f"torch is {torch[0] if torch else 'missing'}, the stack's is {line.torch} (CUDA build)")
+            problems.append(
+                f"torch is {torch[0] if torch else 'missing'}, the stack's is {line.torch} (CUDA build)"
+            )
         wheel = next(
-            (w for w in line.torch_wheels if w.get("arch") == target.arch and f"-{target.abi}-" in w.get("url", "")),
+            (
+                w
+                for w in line.torch_wheels
+                if w.get("arch") == target.arch and f"-{target.abi}-" in w.get("url", "")
+            ),
             None,
         )
         if torch is not None and wheel and wheel.get("sha256") and wheel["sha256"] not in torch[1]:
-            problems.append(f"torch's hashes lack the stack's {target.abi} {target.arch} wheel ({wheel['sha256']})")
+            problems.append(
+                f"torch's hashes lack the stack's {target.abi} {target.arch} wheel ({wheel['sha256']})"
+            )
     for name, (version, _hashes) in entries.items():
         match = _CUDA_NAME_RE.search(name)
         if match and int(match.group(1)) != line.cuda_major:
-            problems.append(f"{name} is built for CUDA {match.group(1)}, the stack's CUDA major is {line.cuda_major}")
+            problems.append(
+                f"{name} is built for CUDA {match.group(1)}, the stack's CUDA major is {line.cuda_major}"
+            )
         if name in {"nvidia-cuda-runtime", f"nvidia-cuda-runtime-cu{line.cuda_major}"} and not (
             version == line.cuda_runtime or version.startswith(line.cuda_runtime + ".")
         ):
@@ -618,12 +638,14 @@ def gpu_entry_problems(
 def gpu_lock_problems(
     manifest: Path, target: Target, line: CudaLine, table: dict[str, Any] | None = None
 ) -> list[str]:
-    """Why a manifest's lock for a GPU target is wrong, or missing, or present where the table says none is."""
+    """Why a manifest's lock for a GPU target is wrong, missing, or present where the table says none is."""
     table = gpu_table() if table is None else table
     lock = lock_path(manifest, target.name)
     reason = unresolvable_reason(table, case_id(manifest), target.name)
     if reason is not None:
-        return [f"{lock} exists, but testcases/gpu_targets.yml says it cannot be made"] if lock.is_file() else []
+        return (
+            [f"{lock} exists, but testcases/gpu_targets.yml says it cannot be made"] if lock.is_file() else []
+        )
     if not lock.is_file():
         return [f"{lock} is missing: make it with `{MAKE_COMMAND} TARGETS={target.name}`"]
     expected = expected_versions(manifest_requirements(manifest), case_id(manifest), table)
@@ -657,7 +679,9 @@ def make_gpu_lock(
     entries = {pin.name: (pin.version, list(pin.hashes)) for pin in pins}
     problems = gpu_entry_problems(entries, expected_versions(reqs, case, table), target, line)
     if problems:
-        sys.exit(f"testcase_lock: {case} on {target.name} does not fit the stack:\n  " + "\n  ".join(problems))
+        sys.exit(
+            f"testcase_lock: {case} on {target.name} does not fit the stack:\n  " + "\n  ".join(problems)
+        )
     notes = {
         "stack": stack_id,
         "uv": uv_version,
@@ -711,7 +735,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     for manifest in args.manifests:
         for target in targets:
-            print(make_gpu_lock(manifest, target, line, table, args.published_index or PUBLISHED_INDEX, stack["id"]))
+            print(
+                make_gpu_lock(
+                    manifest, target, line, table, args.published_index or PUBLISHED_INDEX, stack["id"]
+                )
+            )
         if not lab:
             continue
         reqs = manifest_requirements(manifest)

@@ -112,7 +112,7 @@ def test_a_source_built_pin_has_the_lab_locks_wheel_and_says_so() -> None:
         lock = testcase_lock.lock_path(manifest, target.name)
         if lock.is_file():
             assert testcase_lock.read_lock(lock)["deepspeed"] == lab
-            assert "deepspeed==0.19.8: PyPI has its source only" in lock.read_text()
+            assert f"deepspeed=={lab[0]}: PyPI has its source only" in lock.read_text()
 
 
 def closure(**changes: tuple[str, list[str]] | None) -> dict[str, tuple[str, list[str]]]:

@@ -245,9 +245,17 @@ def lab_platforms() -> list[str]:
     pip 23's ``--platform`` takes each tag literally (it does not widen ``manylinux_2_36`` to older glibc
     versions), so the list is spelled out, legacy aliases included.
     """
-    tags = [f"manylinux_2_{minor}_x86_64" for minor in range(LAB_GLIBC_MINOR, 4, -1)]
-    for alias, minor in (("manylinux2014", 17), ("manylinux2010", 12), ("manylinux1", 5)):
-        tags.insert(tags.index(f"manylinux_2_{minor}_x86_64") + 1, f"{alias}_x86_64")
+    return manylinux_tags("x86_64", LAB_GLIBC_MINOR)
+
+
+def manylinux_tags(arch: str, glibc_minor: int) -> list[str]:
+    """The manylinux platform tags a node of ``arch`` with glibc 2.``glibc_minor`` accepts, newest first,
+    legacy aliases included (aarch64 has manylinux2014 only)."""
+    oldest = 5 if arch == "x86_64" else 17
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc_minor, oldest - 1, -1)]
+    aliases = (("manylinux2014", 17), ("manylinux2010", 12), ("manylinux1", 5))
+    for alias, minor in aliases if arch == "x86_64" else aliases[:1]:
+        tags.insert(tags.index(f"manylinux_2_{minor}_{arch}") + 1, f"{alias}_{arch}")
     return tags
 
 

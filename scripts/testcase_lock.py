@@ -207,12 +207,15 @@ def case_id(manifest: Path) -> str:
     return f"{manifest.parent.parent.name}/{manifest.parent.name}"
 
 
+def unresolvable_entry(table: dict[str, Any], case: str, target: str) -> dict[str, Any] | None:
+    """The table's entry that says ``case`` has no lock for ``target``, or None."""
+    return next((e for e in table["unresolvable"] if case in e["cases"] and target in e["targets"]), None)
+
+
 def unresolvable_reason(table: dict[str, Any], case: str, target: str) -> str | None:
     """Why the table says ``case`` has no lock for ``target``, or None."""
-    for entry in table["unresolvable"]:
-        if case in entry["cases"] and target in entry["targets"]:
-            return " ".join(str(entry["reason"]).split())
-    return None
+    entry = unresolvable_entry(table, case, target)
+    return " ".join(str(entry["reason"]).split()) if entry else None
 
 
 def gpu_inputs(reqs: list[str], case: str, table: dict[str, Any]) -> list[str]:
@@ -676,6 +679,13 @@ def make_gpu_lock(
             sys.exit(
                 f"testcase_lock: {case} has no solution on {target.name}:\n{exc.stderr.strip()}\n"
                 "Fix the pins, or list the pair in testcases/gpu_targets.yml (unresolvable) with the reason."
+            )
+        evidence = str(unresolvable_entry(table, case, target.name).get("evidence") or "")
+        if evidence not in " ".join(exc.stderr.split()):
+            sys.exit(
+                f"testcase_lock: {case} has no solution on {target.name}, but not for the reason "
+                f"testcases/gpu_targets.yml gives (its evidence '{evidence}' is not in the message):\n"
+                f"{exc.stderr.strip()}"
             )
         lock.unlink(missing_ok=True)
         return f"{lock}: none ({reason})"

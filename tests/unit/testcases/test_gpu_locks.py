@@ -85,7 +85,7 @@ def test_the_exceptions_table_names_real_cases_targets_and_pins() -> None:
     targets = {t.name for t in TARGETS}
     for entry in TABLE["unresolvable"]:
         assert set(entry["cases"]) <= set(cases) and set(entry["targets"]) <= targets, entry
-        assert entry["reason"].strip()
+        assert entry["reason"].strip() and entry["evidence"].strip()
     for case, pins in TABLE["replaced_pins"].items():
         pinned = {pin_name(r) for r in testcase_lock.manifest_requirements(cases[case])}
         assert set(pins) <= pinned, (case, pins)
@@ -238,3 +238,61 @@ def test_targets_are_chosen_by_name() -> None:
 def test_check_mode_reads_every_target_without_the_network() -> None:
     argv = ["--check", "--targets", "all", *map(str, MANIFESTS)]
     assert testcase_lock.main(argv) == 0
+
+
+def demo_case(tmp_path: Path) -> Path:
+    case = tmp_path / "testcases" / "demo" / "case"
+    case.mkdir(parents=True)
+    manifest = case / "testcase.yml"
+    manifest.write_text(yaml.safe_dump({"requirements": ["numpy==2.4.6", "torch==2.13.0"]}))
+    return manifest
+
+
+def make(manifest: Path, table: dict, monkeypatch: pytest.MonkeyPatch, outcome) -> str:
+    """make_gpu_lock with the resolver replaced by ``outcome`` (a closure, or the stderr of a failure)."""
+
+    def fake_resolve(inputs, target, index, preferences):
+        if isinstance(outcome, str):
+            raise testcase_lock.subprocess.CalledProcessError(1, ["uv"], stderr=outcome)
+        pins = [testcase_lock.Pin(n, v, tuple(h)) for n, (v, h) in sorted(outcome.items())]
+        return pins, [], "0.0.0"
+
+    monkeypatch.setattr(testcase_lock, "resolve_gpu", fake_resolve)
+    return testcase_lock.make_gpu_lock(manifest, TARGETS[0], LINE, table, "https://pypi.org/simple", "ts-x")
+
+
+def test_a_lock_is_written_only_when_it_fits_the_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = demo_case(tmp_path)
+    lock = testcase_lock.lock_path(manifest, TARGETS[0].name)
+    with pytest.raises(SystemExit, match="does not fit the stack:\n  nvidia-nccl-cu"):
+        make(
+            manifest, TABLE, monkeypatch, closure(**{f"nvidia_nccl_cu{LINE.cuda_major}": ("2.27.5", [HASH])})
+        )
+    assert not lock.exists()
+    assert make(manifest, TABLE, monkeypatch, closure()).startswith(f"{lock}: 5 packages, ")
+    assert lock.read_text().startswith("# Hash-pinned closure of ")
+    assert testcase_lock.gpu_lock_problems(manifest, TARGETS[0], LINE, TABLE) == []
+
+
+def test_an_unresolvable_pair_must_fail_for_the_tables_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = demo_case(tmp_path)
+    entry = {
+        "cases": ["demo/case"],
+        "targets": [TARGETS[0].name],
+        "reason": "no cp310 numpy",
+        "evidence": "numpy",
+    }
+    table = {**TABLE, "unresolvable": [entry]}
+    with pytest.raises(SystemExit, match="has no solution on"):
+        make(manifest, TABLE, monkeypatch, "Because numpy==2.4.6 has no usable wheels")
+    assert make(manifest, table, monkeypatch, "Because numpy==2.4.6 has no usable wheels").endswith(
+        ": none (no cp310 numpy)"
+    )
+    with pytest.raises(SystemExit, match="not for the reason"):
+        make(manifest, table, monkeypatch, "Because torch==2.13.0 has no usable wheels")
+    with pytest.raises(SystemExit, match="remove the pair from its unresolvable list"):
+        make(manifest, table, monkeypatch, closure())

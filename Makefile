@@ -231,11 +231,15 @@ $(WHEELHOUSE_SLOW)/.stamp: testcases/*/*/testcase.yml testcases/*/*/requirements
 	touch $@
 
 # Each test case's requirements.lock (every package of its closure with sha256 hashes, resolved for the lab's
-# nodes); the wheelhouses download from them and launches install from them. TESTCASE_MANIFESTS picks cases.
+# nodes); the wheelhouses download from them and launches install from them. Beside it, one
+# requirements.<target>.lock per GPU target of the current stack (PyPI's CUDA torch; testcases/gpu_targets.yml
+# lists the exceptions). TESTCASE_MANIFESTS picks cases; TARGETS picks targets (all, gpu, lab, or names such as
+# gpu-ubuntu-24.04-x86_64, comma-separated).
 TESTCASE_MANIFESTS ?= $(wildcard testcases/*/*/testcase.yml)
+TARGETS ?= all
 .PHONY: testcase-locks
-testcase-locks: | venv ## resolve each test case's pins into a hash-pinned requirements.lock beside its manifest
-	$(PY) scripts/testcase_lock.py $(TESTCASE_MANIFESTS)
+testcase-locks: | venv ## resolve each test case's pins into hash-pinned locks (lab and GPU targets) beside its manifest
+	$(PY) scripts/testcase_lock.py --targets $(TARGETS) $(TESTCASE_MANIFESTS)
 
 .PHONY: bench-launch
 bench-launch: setup wheelhouse ## launch overhead on the lab vs bare sbatch (bench/results/launch_overhead.json)

@@ -11,15 +11,15 @@ module: lab_paths
 short_description: Mark the lab's directories, and remove only paths that carry the lab's mark
 description:
   - With O(state=marked), writes the mark file into each listed directory (which must exist), so that a later
-    O(state=absent) knows the directory for the lab's. A directory that another lab marked is refused: two
-    labs sharing one state directory would take each other's files away.
+    O(state=absent) knows the directory for the lab's. A directory that another lab marked is refused, since
+    two labs sharing one state directory would take each other's files away.
   - With O(state=absent), removes, as root, the directories and files that C(make lab-down) takes away (the
     lab's state, shared and run directories, its inventory file). A mistyped variable must not turn that
     into C(rm -rf /etc/ssh), so each path must prove it is this lab's before anything goes.
-  - A directory is this lab's when it holds the file O(marker) whose text is C(trainstack-lab: <name>) (the
+  - "A directory is this lab's when it holds the file O(marker) whose text is C(trainstack-lab: <name>) (the
     lab role writes it when it creates the directory), or when it lies inside another listed directory that
     is. A file is this lab's when one of its first five lines ends with C(trainstack-lab: <name>) (the lab's
-    inventory template writes that line). A path that does not exist is already gone.
+    inventory template writes that line). A path that does not exist is already gone."
   - Every path is checked first. When any is refused, the task fails naming each refused path and why, and
     nothing is marked or removed.
 version_added: 0.1.0
@@ -103,7 +103,7 @@ def _dir_is_marked(path: str, marker: str, lab_name: str) -> bool:
 def _file_is_marked(path: str, lab_name: str) -> bool:
     """Whether one of the file's first lines ends with the mark (a comment line in YAML or INI)."""
     with open(path, encoding="utf-8", errors="replace") as handle:
-        head = [handle.readline().rstrip("\n") for _ in range(HEAD_LINES)]
+        head = [handle.readline().rstrip("\n") for _line in range(HEAD_LINES)]
     return any(line.endswith(mark_text(lab_name)) for line in head)
 
 

@@ -227,7 +227,7 @@ def findings() -> tuple[list[str], set[tuple[str, str, str]]]:
 
 
 def test_every_expression_in_a_shell_or_command_string_is_quoted():
-    failures, _ = findings()
+    failures, _used = findings()
     assert not failures, (
         "Quote these with `| quote` and no shell quotes around it (those would become part of the value),"
         " or pass argv, or add them to ALLOWED in tests/unit/test_shell_quoting.py with the place that"
@@ -236,7 +236,7 @@ def test_every_expression_in_a_shell_or_command_string_is_quoted():
 
 
 def test_allow_list_has_no_stale_entries():
-    _, used = findings()
+    _failures, used = findings()
     assert set(ALLOWED) - used == set()
 
 
@@ -246,7 +246,7 @@ def test_shell_valued_variables_quote_their_own_values(path, keys):
     for key in keys:
         value = data[key]
         texts = list(value.values()) if isinstance(value, dict) else [value]
-        bad = [expr for text in texts for expr, _ in problems(shell_contexts(text))]
+        bad = [expr for text in texts for expr, _why in problems(shell_contexts(text))]
         assert not bad, f"{path}: {key}: {bad}"
 
 

@@ -22,7 +22,7 @@ Start = str | Callable[[Any], object]
 def _resolve(start: Start) -> Callable[[Any], object]:
     if callable(start):
         return start
-    module, _, name = start.partition(":")
+    module, _sep, name = start.partition(":")
     return getattr(importlib.import_module(module), name or "train")
 
 

@@ -62,7 +62,7 @@ def test_the_gpu_lock_installs_on_its_target(
     ]
     argv += ["--index-url", testcase_lock.PUBLISHED_INDEX, "--find-links", str(source_wheels)]
     argv += ["--target", str(tmp_path / "target"), "-r", str(lock)]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     would = {
         testcase_lock.canonicalize_name(line.split()[1].split("==")[0])

@@ -206,7 +206,7 @@ docs: venv ## regenerate role READMEs from meta/argument_specs.yml
 	$(PY) scripts/role_docs.py
 
 .PHONY: instance-catalog
-instance-catalog: venv ## render stacks/instance_types.yml into module_utils/catalog/instance_catalog_data.py
+instance-catalog: setup ## render stacks/instance_types.yml into module_utils/catalog/instance_catalog_data.py
 	$(PY) scripts/instance_catalog.py
 
 # ---------------------------------------------------------------- training

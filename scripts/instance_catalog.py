@@ -8,7 +8,7 @@ generated module carries the same data, and `--check` (run by the unit tests) fa
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -17,17 +17,15 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "stacks" / "instance_types.yml"
 TARGET = ROOT / "plugins" / "module_utils" / "catalog" / "instance_catalog_data.py"
-LOADER = ROOT / "plugins" / "module_utils" / "catalog" / "instance_catalog.py"
 
 
 def _loader() -> ModuleType:
-    """The collection's loader, by path: it needs only the standard library, not an installed collection."""
-    spec = importlib.util.spec_from_file_location("instance_catalog", LOADER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """The collection's loader, through the collection link `make setup` makes (.cache/collections): reading
+    the YAML goes through the collection's strict loader, which refuses a key given twice."""
+    sys.path.insert(0, str(ROOT / ".cache" / "collections"))
+    return importlib.import_module(
+        "ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog"
+    )
 
 
 def _render() -> str:

@@ -252,7 +252,8 @@ def test_lab_down_refuses_a_directory_the_lab_did_not_make(lab: None, tmp_path: 
     nodes = [name for name in _containers("ts-") if re.match(r"^ts-(head|compute\d+)$", name)]
     proc = playbook("lab_down", "-e", f"lab_run_dir={system}", check=False)
     assert proc.returncode != 0
-    assert f"{system} holds no .trainstack-lab file reading 'trainstack-lab: ts'" in proc.stdout, proc.stdout
+    refusal = f"{system} holds no .trainstack-lab file reading 'trainstack-lab: tslab0'"
+    assert refusal in proc.stdout, proc.stdout
     assert (system / "sshd_config").is_file()
     assert len(nodes) == 3 and set(nodes) <= set(_containers("ts-"))
     assert link_exists("tslab0") and STATE.is_dir()

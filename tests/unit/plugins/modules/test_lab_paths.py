@@ -13,7 +13,7 @@ import yaml
 
 from tests.support import LOCALHOST_ARGS, VENV_BIN, run
 
-MARK = "trainstack-lab: ts"
+MARK = "trainstack-lab: tslab0"
 
 
 def lab_paths(*flags: str, **args: Any) -> subprocess.CompletedProcess[str]:
@@ -27,7 +27,7 @@ def lab_paths(*flags: str, **args: Any) -> subprocess.CompletedProcess[str]:
             "-m",
             "trainstack.cluster.lab_paths",
             "-a",
-            json.dumps({"lab_name": "ts", **args}),
+            json.dumps({"owner": "tslab0", **args}),
         ],
         check=False,
         timeout=300,
@@ -84,8 +84,8 @@ def test_marked_then_removed_and_second_runs_change_nothing(lab: dict[str, Path]
 @pytest.mark.parametrize(
     ("victim", "why"),
     [
-        ("etc/ssh", "holds no .trainstack-lab file reading 'trainstack-lab: ts'"),
-        ("usr/lib", "holds no .trainstack-lab file reading 'trainstack-lab: ts'"),
+        ("etc/ssh", "holds no .trainstack-lab file reading 'trainstack-lab: tslab0'"),
+        ("usr/lib", "holds no .trainstack-lab file reading 'trainstack-lab: tslab0'"),
     ],
 )
 def test_an_unmarked_directory_refuses_the_whole_removal(
@@ -122,7 +122,9 @@ def test_a_file_without_the_mark_line_and_a_link_are_refused(lab: dict[str, Path
     proc = lab_paths(paths=[str(foreign), str(link)])
     assert proc.returncode != 0
     refused = result(proc)["refused"]
-    assert any(item.startswith(f"{foreign} has no line ending in 'trainstack-lab: ts'") for item in refused)
+    assert any(
+        item.startswith(f"{foreign} has no line ending in 'trainstack-lab: tslab0'") for item in refused
+    )
     assert any(item.startswith(f"{link} is a symbolic link") for item in refused)
     assert foreign.is_file() and link.is_symlink()
 

@@ -115,10 +115,16 @@ def _inside(path: str, root: str) -> bool:
     return path != root and path.startswith(root.rstrip("/") + "/")
 
 
+def _normal(path: str) -> str:
+    """The path with '.', '..' and repeated or trailing '/' resolved as text (a role's default may be written
+    from its role_path), so that the mark is looked for where the path really leads."""
+    return os.path.normpath(path) if os.path.isabs(path) else path
+
+
 def refusal(path: str, owned_dirs: list[str], marker: str, owner: str) -> str | None:
     """Why ``path`` may not be removed, or None when it may (absent, marked, or inside an owned directory)."""
-    if not os.path.isabs(path) or os.path.normpath(path) != path.rstrip("/") or path.rstrip("/") == "":
-        return "is not a normalised absolute path other than '/'"
+    if not os.path.isabs(path) or path == "/":
+        return "is not an absolute path other than '/'"
     if not os.path.lexists(path) or any(_inside(path, root) for root in owned_dirs):
         return None
     if os.path.islink(path):
@@ -135,7 +141,7 @@ def refusal(path: str, owned_dirs: list[str], marker: str, owner: str) -> str | 
 
 def plan(paths: list[str], marker: str, owner: str) -> tuple[list[str], list[str]]:
     """(paths to remove, refusals): marked directories first, so that what lies inside one counts as owned."""
-    normalised = [path.rstrip("/") or "/" for path in paths]
+    normalised = [_normal(path) for path in paths]
     owned_dirs = [
         path
         for path in normalised
@@ -154,7 +160,7 @@ def mark_plan(paths: list[str], marker: str, owner: str) -> tuple[list[str], lis
     """(directories whose mark is missing, refusals): each path must be an existing directory, not a link, and
     not marked by another lab."""
     missing, refusals = [], []
-    for path in (path.rstrip("/") or "/" for path in paths):
+    for path in (_normal(path) for path in paths):
         mark = os.path.join(path, marker)
         if os.path.islink(path) or not os.path.isdir(path):
             refusals.append(f"{path} is not a directory.")

@@ -129,8 +129,17 @@ def test_a_file_without_the_mark_line_and_a_link_are_refused(lab: dict[str, Path
     assert foreign.is_file() and link.is_symlink()
 
 
-@pytest.mark.parametrize("path", ["relative/dir", "/", "/var/lib/../lib"])
-def test_paths_that_are_not_plain_absolute_are_refused(path: str) -> None:
+@pytest.mark.parametrize("path", ["relative/dir", "/", "/var/.."])
+def test_paths_that_are_not_absolute_or_are_the_root_are_refused(path: str) -> None:
     proc = lab_paths(paths=[path])
     assert proc.returncode != 0
-    assert "is not a normalised absolute path other than '/'" in result(proc)["msg"], proc.stdout
+    assert "is not an absolute path other than '/'" in result(proc)["msg"], proc.stdout
+
+
+def test_a_path_through_dot_dot_is_judged_where_it_leads(lab: dict[str, Path]) -> None:
+    """The inventory's default is written from the role's path (roles/lab/../../inventories/...)."""
+    lab_paths(state="marked", paths=[str(lab["state"])])
+    roundabout = lab["state"] / "ssh" / ".." / ".." / "lab"
+    proc = lab_paths(paths=[str(roundabout), str(lab["inv"].parent / "x" / ".." / lab["inv"].name)])
+    assert proc.returncode == 0, proc.stdout
+    assert not lab["state"].exists() and not lab["inv"].exists()

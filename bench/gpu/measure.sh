@@ -56,41 +56,25 @@ run_tests() {
   PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
-# carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, or has at another version than a
-# pinned one (PACKAGE==VERSION), from the wheels in $TS_GPU_WHEELS (default .whl), with --no-deps into
-# $DEPS/NAME; PYTHONPATH puts that directory ahead of the machine's site-packages, so a carried pin wins while
-# the machine's torch, CUDA and transformers stay its own.
+# carry NAME: the pins of the case's GPU lock (target $LOCK_TARGET) that bench/gpu/lock_carry.py carries, from
+# the wheels in $TS_GPU_WHEELS (default .whl, made by `python3 -m bench.gpu.lock_carry download`), with --no-deps
+# into a fresh $DEPS/NAME. PYTHONPATH puts that directory ahead of the machine's site-packages, so the lock's
+# versions win while the machine's CUDA stack (torch, Triton, NVIDIA wheels, JAX) stays its own; what the run
+# then finds, pin by pin, goes to $OUT/lock-NAME.json.
+LOCK_TARGET=${TS_LOCK_TARGET:-gpu-ubuntu-24.04-x86_64}
+declare -A CASE_OF=([fsdp]=pytorch/fsdp [titan]=torchtitan/llama [megatron]=megatron/gpt [deepspeed]=deepspeed/zero3
+  [hf]=hf/finetune [jax]=jax/llama)
 carry() {
-  local name=$1 found=${TS_GPU_WHEELS:-.whl} missing=() pair
-  # shellcheck disable=SC2086 # CARRY's values are lists of words
-  for pair in ${CARRY[$name]}; do
-    PYTHONPATH="$DEPS/$name" "$PY" - "${pair%%:*}" "${pair#*:}" 2>/dev/null <<'PYCHECK' || missing+=("${pair#*:}")
-import importlib.metadata, importlib.util, sys
-module, package = sys.argv[1:]
-name, _, pinned = package.partition("==")
-if importlib.util.find_spec(module) is None:
-    sys.exit(1)
-sys.exit(bool(pinned) and importlib.metadata.version(name) != pinned)
-PYCHECK
-  done
-  echo "$name: installing ${missing[*]:-nothing}"
-  [ "${#missing[@]}" -eq 0 ] ||
-    "$PY" -m pip install -q --no-deps --no-index --find-links "$found" --target "$DEPS/$name" "${missing[@]}"
+  local name=$1 wheels=${TS_GPU_WHEELS:-.whl} pins=()
+  [ -f "$DEPS/$name/.carried" ] && return 0
+  mapfile -t pins < <("$PY" -m bench.gpu.lock_carry pins --target "$LOCK_TARGET" --wheels "$wheels" "${CASE_OF[$name]}")
+  echo "$name: installing ${#pins[@]} pins of ${CASE_OF[$name]}'s $LOCK_TARGET lock"
+  rm -rf "${DEPS:?}/$name" && mkdir -p "$DEPS/$name"
+  [ "${#pins[@]}" -eq 0 ] ||
+    "$PY" -m pip install -q --no-deps --no-index --find-links "$wheels" --target "$DEPS/$name" "${pins[@]}" || return 1
+  PYTHONPATH="$DEPS/$name" "$PY" -m bench.gpu.lock_carry record --target "$LOCK_TARGET" --wheels "$wheels" \
+    "${CASE_OF[$name]}" --out "$OUT/lock-$name.json" && touch "$DEPS/$name/.carried"
 }
-
-# What each framework's test case imports beyond torch, numpy and transformers, as MODULE:PACKAGE pairs.
-declare -A CARRY=(
-  [titan]="torchtitan:torchtitan==0.2.2 tyro:tyro docstring_parser:docstring-parser typeguard:typeguard
-    torchdata:torchdata datasets:datasets dill:dill multiprocess:multiprocess xxhash:xxhash
-    tensorboard:tensorboard absl:absl-py google.protobuf:protobuf tokenizers:tokenizers
-    huggingface_hub:huggingface_hub dateutil:python-dateutil torchao:torchao==0.17.0"
-  [megatron]="megatron.core:megatron-core==0.16.1"
-  [deepspeed]="deepspeed:deepspeed==0.19.8 hjson:hjson ninja:ninja msgpack:msgpack cpuinfo:py-cpuinfo
-    einops:einops psutil:psutil pydantic:pydantic pydantic_core:pydantic-core annotated_types:annotated-types
-    typing_inspection:typing-inspection"
-  [hf]="accelerate:accelerate==1.15.0 peft:peft==0.21.2 psutil:psutil"
-  [jax]="optax:optax==0.2.8"
-)
 
 # launch_local TESTCASE NAME RESULTS ARGS_JSON [PYTHONPATH]: the launch playbook's local launcher on this machine
 # with the machine's own Python (no venv to build). No training_job_instance_type (the type's EFA settings are not
@@ -130,7 +114,7 @@ run_direct() {
   local dir=$1 run=$2 common=("${SHAPE[@]}" --peak-tflops "$PEAK")
   local model=(--config "$SHAPE_CONFIG" --lr 3e-4) cmd
   case "$run" in
-    fsdp) cmd=(testcases/pytorch/fsdp/train.py "${model[@]}") ;;
+    fsdp) carry fsdp; cmd=(testcases/pytorch/fsdp/train.py "${model[@]}") ;;
     titan) carry titan; cmd=(testcases/torchtitan/llama/train.py "${model[@]}") ;;
     megatron) carry megatron
       cmd=(testcases/megatron/gpt/train.py "${model[@]}" --recompute selective) ;;

@@ -175,10 +175,10 @@ side_step() {
         > "$dir/torch_refused.txt" 2>&1 && { echo "not refused" >> "$dir/torch_refused.txt"; return 1; }
       grep -q "training_job_accept_torch" "$dir/torch_refused.txt" ;;
     *_launched)
-      local run=${step%_launched} deps args
-      deps=${run%%_*}
+      local case=${step%_launched} deps args
+      deps=${case%%_*}
       [ "$deps" = ds ] && deps=deepspeed
-      case "$run" in
+      case "$case" in
         megatron) args=$(launched_args recompute selective) ;;
         ds_zero2) args=$(launched_args zero-stage 2) ;;
         hf) args=$(printf '{"training_job_args": {"init-config": "%s", "batch-size": %s, "seq-len": %s, "steps": %s, "lr": 2e-4, "lora-rank": 16, "lora-alpha": 32, "lora-dropout": 0.05, "lora-targets": "all-linear"}}' \
@@ -186,9 +186,9 @@ side_step() {
         *) args=$(launched_args) ;;
       esac
       carry "$deps" || return 1
-      launch_local "${CASE_OF[$deps]}" "$run-$GPU_TAG" "$dir/launch" "$args" "$DEPS/$deps" \
-        > "$dir/${run}_launch.txt" 2>&1 || return 1
-      find "$dir/launch" -path "*$run-$GPU_TAG*" -name summary.json -exec cp {} "$dir/${run}_launched.json" \; ;;
+      launch_local "${CASE_OF[$deps]}" "$case-$GPU_TAG" "$dir/launch" "$args" "$DEPS/$deps" \
+        > "$dir/${case}_launch.txt" 2>&1 || return 1
+      find "$dir/launch" -path "*$case-$GPU_TAG*" -name summary.json -exec cp {} "$dir/${case}_launched.json" \; ;;
     titan_parity)
       PYTHONPATH="$LIB:$DEPS/titan" "$PY" testcases/torchtitan/llama/parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
     megatron_checks)

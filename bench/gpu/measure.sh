@@ -43,8 +43,10 @@ run_bench() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
+  # torchtitan's row imports torchtitan: its case's lock, carried as for the side-by-side parts.
+  carry titan
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  PYTHONPATH="$LIB" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+  PYTHONPATH="$LIB:$DEPS/titan" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?

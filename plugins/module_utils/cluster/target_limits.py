@@ -554,6 +554,7 @@ def table_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 def count_problems(spec: Mapping[str, Any]) -> list[str]:
+    """Service quotas on how many queues (and so compute resources and instance groups) one cluster has."""
     found = []
     for limit in COUNT_LIMITS:
         count = count_of(limit, spec)

@@ -21,6 +21,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
     botocore_model,
     cluster_spec,
     eks_render,
+    hyperpod_render,
     pcluster_render,
     pcs_render,
     target_limits,
@@ -206,9 +207,7 @@ def test_what_pcluster_refuses_is_refused_naming_the_key(key: str, value: Any) -
     where = re.sub(r"\.(\d+)\.", r"[\1].", key)
     problems = [p for p in refusal(spec) if p.startswith(f"bad: {where}: ")]
     # The spec's JSON Schema refuses some first (its own pattern or length); the others name the target.
-    by_schema = [
-        p for p in problems if re.search(r"(does not match|must be at most \d+ characters long)", p)
-    ]
+    by_schema = [p for p in problems if re.search(r"(does not match|must be at most \d+ characters long)", p)]
     assert by_schema or any("ParallelCluster" in p for p in problems), problems
 
 
@@ -451,3 +450,10 @@ def test_every_example_spec_meets_every_target() -> None:
     for kind in ("batch", "eks", "hyperpod", "clusters"):
         for path in sorted((REPO / "inventories" / "aws" / kind).glob("*.yml")):
             cluster_spec.load_file(path)
+
+
+def test_the_group_names_our_renderers_keep_are_the_tables() -> None:
+    """target_limits cannot import the renderers (they import cluster_spec, which imports it): held here."""
+    assert target_limits.CONTROLLER_GROUP == hyperpod_render.CONTROLLER_GROUP
+    assert target_limits.LOGIN_GROUP == hyperpod_render.LOGIN_GROUP == pcs_render.LOGIN_GROUP
+    assert hyperpod_render.GROUP_NAME.pattern == target_limits.HYPERPOD_NAME

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import target_limits
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
@@ -389,6 +390,7 @@ def normalise(
     fsx = out["shared_storage"].get("fsx_lustre")
     if fsx is not None:
         found += _fsx_problems(fsx)
+    found += target_limits.problems(out, catalog)  # what the target services refuse (names, counts, ...)
     if found:
         raise ClusterSpecError([f"{source}: {line}" for line in found])
     return out

@@ -98,6 +98,14 @@ SPEC_CASES = [
     ("queue-capacity-unknown", "queues.0.capacity_type", "cheap", "capacity_type"),
     ("queues-empty", "queues", [], "queues"),
     ("queue-unknown-key", "queues.0.max_cont", 2, "max_cont"),
+    ("queue-name-reserved", "queues.0.name", "default", "queues"),
+    (
+        "queues-too-many",
+        "queues",
+        [{"name": f"q{i:03d}", "instance_type": "g6e.48xlarge", "max_count": 1} for i in range(51)],
+        "queues",
+    ),
+    ("name-longer-than-foundation-takes", "name", "a" * 33, "name"),
     ("fsx-type-unknown", "shared_storage.fsx_lustre.deployment_type", "SCRATCH_9", "deployment_type"),
     ("fsx-capacity-step", "shared_storage.fsx_lustre.storage_capacity_gib", 1000, "storage_capacity"),
     ("image-stack-unknown", "image.stack", "ts-1999.01", "stack"),
@@ -107,16 +115,9 @@ SPEC_CASES = [
 ]
 
 
-# Accepted today: the checks against every target's rules come with the target limits.
-PENDING = {"name-uppercase", "head-type-typo", "login-type-typo", "queue-count-huge"}
-
-
-def spec_param(case: tuple[Any, ...]) -> Any:
-    marks = [pytest.mark.xfail(strict=True, reason="not refused yet")] if case[0] in PENDING else []
-    return pytest.param(*case[1:], id=f"spec-{case[0]}", marks=marks)
-
-
-@pytest.mark.parametrize(("path", "value", "fragment"), [spec_param(c) for c in SPEC_CASES])
+@pytest.mark.parametrize(
+    ("path", "value", "fragment"), [pytest.param(*c[1:], id=f"spec-{c[0]}") for c in SPEC_CASES]
+)
 def test_cluster_spec(tmp_path: Path, path: str, value: Any, fragment: str) -> None:
     spec_file = tmp_path / "spec.yml"
     spec_file.write_text(yaml.safe_dump(edited(SPEC, path, value)))

@@ -41,6 +41,10 @@ PCS = "AWS PCS"
 EKS = "Amazon EKS"
 BATCH = "AWS Batch"
 TARGETS = (PCLUSTER, HYPERPOD, PCS, EKS, BATCH)
+# The AWS foundation every target's cluster playbook makes first: its VPC, bucket and IAM role names are made
+# from the cluster name, so its rule (roles/aws_foundation/tasks/validate.yml) binds every target.
+FOUNDATION = "the AWS foundation"
+FOUNDATION_NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
 
 # Where checked: by this module on the spec, by the spec's JSON Schema, or by one target's renderer only.
 SPEC, SCHEMA = "spec", "schema"
@@ -161,6 +165,7 @@ RULES: tuple[Rule, ...] = (
     Rule("name", PCS, "CreateQueue.clusterIdentifier", "pcs ClusterIdentifier", PCS_CLUSTER_ID),
     Rule("name", HYPERPOD, "CreateCluster.ClusterName", "sagemaker ClusterName", HYPERPOD_NAME, 1, 63),
     Rule("name", EKS, "CreateCluster.name", "eks ClusterName", EKS_CLUSTER_NAME, 1, 100),
+    Rule("name", FOUNDATION, "aws_foundation_cluster_name", "roles/aws_foundation", FOUNDATION_NAME, 2, 32),
     # ---- queue names: ParallelCluster's queue, PCS's node group and queue, HyperPod's instance group
     Rule(
         "queues[].name",

@@ -34,7 +34,7 @@ description:
   - The cluster's munge key lives in an SSM SecureString parameter, C(/trainstack/hyperpod/<name>/munge-key),
     which C(provisioning_parameters.json) names for the lifecycle script; nodes read it with the execution
     role. With O(state=present) the module writes it, 1024 random bytes in base64, when it is missing (an
-    existing key is kept: a new one would lock the running nodes out); with O(state=absent) it deletes it
+    existing key is kept, as a new one would lock the running nodes out); with O(state=absent) it deletes it
     after the cluster. The key never appears in the module's result or log.
   - With O(state=absent), deletes the cluster and waits until it is gone.
 version_added: 0.2.0

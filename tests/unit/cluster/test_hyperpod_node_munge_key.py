@@ -27,7 +27,11 @@ pytestmark = pytest.mark.cluster
 PLAYBOOK = REPO / "playbooks" / "hyperpod_node.yml"
 SHARED = ("__hyperpod.state_dir", "__hyperpod.shared_dir", "hyperpod_shared_dir", "__hyperpod_nodes_dir")
 MESSAGES = ("ansible.builtin.assert", "ansible.builtin.debug", "ansible.builtin.fail")
-READ_TASKS = ("Read the munge key from SSM", "Read the munge key from this node's file")
+READ_TASKS = (
+    "Read the munge key from SSM",
+    "Check that the munge key was read from SSM",
+    "Read the munge key from this node's file",
+)
 
 
 def _tasks(node: Any) -> Iterator[dict[str, Any]]:
@@ -113,3 +117,26 @@ def test_the_node_reads_the_key_from_ssm_and_never_prints_it(moto: MotoServer, t
     assert out.read_text() == key
     assert key not in proc.stdout + proc.stderr
     assert "Read the munge key from this node's file" in proc.stdout  # skipped: the plan names a parameter
+
+
+@pytest.mark.moto
+@pytest.mark.skipif(shutil.which("aws") is None, reason="the AWS CLI is not installed")
+def test_a_key_the_node_may_not_read_fails_saying_why(moto: MotoServer, tmp_path: Path) -> None:
+    """no_log hides a failed task's message: the check after the read says why (the error holds no key)."""
+    tasks = [t for play in _plays() for t in _tasks(play.get("tasks")) if t.get("name") in READ_TASKS]
+    plan = {
+        "hyperpod_munge_key_parameter": "/trainstack/hyperpod/gone/munge-key",
+        "hyperpod_aws_region": "eu-west-1",
+        "hyperpod_munge_key_file": "",
+    }
+    play = [{"hosts": "all", "gather_facts": False, "vars": plan, "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    proc = run(
+        [str(VENV_BIN / "ansible-playbook"), *LOCALHOST_ARGS, str(tmp_path / "play.yml")],
+        env=moto_aws_env(moto.url, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "Cannot read the munge key from SSM parameter /trainstack/hyperpod/gone/munge-key" in proc.stdout
+    assert "ParameterNotFound" in proc.stdout, proc.stdout[-2000:]

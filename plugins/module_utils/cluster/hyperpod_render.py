@@ -8,8 +8,9 @@ worker group per queue), each booting HyperPod's own image and running our lifec
 from an S3 prefix. The Slurm topology reaches the nodes in one of two ways HyperPod refuses to mix:
 
 - `provisioning_parameters` (the default): the lifecycle prefix holds HyperPod's provisioning_parameters.json
-  (controller_group, login_group, worker_groups with partition_name, fsx_dns_name, fsx_mountname), which the
-  lifecycle script reads; the request carries no Orchestrator and no SlurmConfig.
+  (controller_group, login_group, worker_groups with partition_name, fsx_dns_name, fsx_mountname, and ours:
+  munge_key_ssm_parameter and aws_region), which the lifecycle script reads; the request carries no
+  Orchestrator and no SlurmConfig.
 - `api`: the request says it itself (Orchestrator.Slurm, each group's SlurmConfig, FSx as the group's
   FsxLustreConfig) and the prefix must hold no provisioning_parameters.json. Only where the installed
   botocore's SageMaker model has Orchestrator.Slurm.
@@ -35,6 +36,12 @@ LOGIN_GROUP = "login"
 ON_CREATE = "on_create.sh"
 PROVISIONING_PARAMETERS = "provisioning_parameters.json"
 SLURM_CONFIG_MODES = ("provisioning_parameters", "api")
+# The cluster's munge key: an SSM SecureString the module writes before the cluster exists, deletes with it.
+# Why there and not on the shared file system: FSx is readable by root on every client of the file system and
+# outlives the cluster, and HyperPod replaces and adds nodes long after the first ones booted, so the key must
+# stay where a new node can read it: SSM, read with the cluster's execution role only (aws_foundation's
+# hyperpod-lifecycle policy), encrypted with the account's aws/ssm key.
+MUNGE_KEY_PARAMETER = "/trainstack/hyperpod/{name}/munge-key"
 # The model's ClusterInstanceGroupName / ClusterName pattern, anchored (the model's patterns are unanchored).
 GROUP_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 GROUP_NAME_MAX = 63
@@ -73,6 +80,11 @@ class HyperPodRequestError(ValueError):
 
 
 # ---------------------------------------------------------------- what HyperPod offers
+
+
+def munge_key_parameter(name: str) -> str:
+    """The SSM parameter that holds the munge key of HyperPod cluster `name` (MUNGE_KEY_PARAMETER)."""
+    return MUNGE_KEY_PARAMETER.format(name=name)
 
 
 def offered_types(model: Any = None) -> tuple[str, ...]:
@@ -290,7 +302,8 @@ def cluster_request(
 
 def provisioning_parameters(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> dict[str, Any]:
     """HyperPod's provisioning_parameters.json (version 1.0.0): which group is the controller, which the login
-    nodes, and the partition of each worker group; the FSx file system every node mounts."""
+    nodes, and the partition of each worker group; the FSx file system every node mounts; and, for our
+    lifecycle script, where the nodes read the munge key (the SSM parameter and its region)."""
     params: dict[str, Any] = {
         "version": "1.0.0",
         "workload_manager": "slurm",
@@ -304,6 +317,8 @@ def provisioning_parameters(spec: Mapping[str, Any], foundation: Mapping[str, An
     if spec["shared_storage"].get("fsx_lustre"):
         params["fsx_dns_name"] = foundation["fsx_dns_name"]
         params["fsx_mountname"] = foundation["fsx_mount_name"]
+    params["munge_key_ssm_parameter"] = munge_key_parameter(spec["name"])
+    params["aws_region"] = spec["region"]
     return params
 
 

@@ -99,7 +99,16 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
         "worker_groups": [{"instance_group_name": "a100", "partition_name": "a100"}],
         "fsx_dns_name": FOUNDATION["fsx_dns_name"],
         "fsx_mountname": FOUNDATION["fsx_mount_name"],
+        "munge_key_ssm_parameter": "/trainstack/hyperpod/train-hp/munge-key",
+        "aws_region": "us-east-1",
     }
+
+
+def test_the_nodes_read_the_munge_key_from_ssm_not_from_the_shared_file_system() -> None:
+    """No key, no key file on FSx: the lifecycle files name where a node with the cluster's role reads it."""
+    params = hyperpod_render.render(spec_of(), FOUNDATION, model=SAGEMAKER)["provisioning_parameters"]
+    assert params["munge_key_ssm_parameter"] == hyperpod_render.munge_key_parameter("train-hp")
+    assert not any("munge" in str(value) for key, value in params.items() if key != "munge_key_ssm_parameter")
 
 
 def test_no_login_nodes_no_login_group_and_no_fsx_no_fsx_keys() -> None:

@@ -87,6 +87,7 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
             {"Key": "trainstack:cluster", "Value": "train-hp"},
             {"Key": "trainstack:stack", "Value": current_stack_id},
         ],
+        "NodeRecovery": "Automatic",  # resilience.replace_unhealthy_nodes defaults to true
     }
     assert (
         "Orchestrator" not in request

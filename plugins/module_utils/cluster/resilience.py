@@ -176,9 +176,9 @@ def hyperpod_not_rendered(section: Mapping[str, Any]) -> list[str]:
         )
     if section["auto_resume"]:
         lines.append(
-            "resilience.auto_resume: no CreateCluster field; launches on this cluster run srun "
-            f"{' '.join(HYPERPOD_AUTO_RESUME_ARGS)}, at most {section['max_job_restarts']} restarts "
-            "(training_job_max_restarts)"
+            "resilience.auto_resume: no CreateCluster field; HyperPod resumes a job step started with srun "
+            f"{' '.join(HYPERPOD_AUTO_RESUME_ARGS)} (the launch's part), "
+            f"at most {section['max_job_restarts']} times (training_job_max_restarts)"
         )
     return lines
 
@@ -252,7 +252,8 @@ def eks_not_rendered(section: Mapping[str, Any]) -> list[str]:
         lines.append("resilience.deep_health_checks: EKS managed node groups run no checks at start")
     if section["auto_resume"]:
         lines.append(
-            "resilience.auto_resume: the PyTorchJob's restart policy (training_job_max_restarts), not EKS's"
+            "resilience.auto_resume: no node group field; restarting a job is the launch's part "
+            "(training_job_max_restarts)"
         )
     return lines
 

@@ -71,8 +71,9 @@ OFF = {"health_checks": False, "replace_unhealthy_nodes": False, "auto_resume": 
 
 
 def spec_of(path: Any, **section: Any) -> dict[str, Any]:
-    """The example spec, normalised, with `resilience` set to `section` (left out when empty)."""
+    """The example spec, normalised, with `resilience` set to `section` (the defaults when empty)."""
     raw = yaml.safe_load(path.read_text())
+    raw.pop("resilience", None)
     if section:
         raw["resilience"] = section
     return cluster_spec.normalise(raw, path.stem)

@@ -37,7 +37,8 @@ PCS_DEEP_PROFILE = {"gpu_stress": "LONG", "connectivity": None}
 PCS_HEALTH_CHECKS_SLURM = "26.05"
 # Batch runs a job at most 10 times (RetryStrategy.attempts, 1 to 10): the first run and 9 restarts.
 MAX_JOB_RESTARTS = 9
-# HyperPod's Slurm plugin restarts a step from its last checkpoint on a replaced node with this srun flag.
+# HyperPod's Slurm plugin restarts a step started with this srun flag once its node is replaced (the
+# training loads its last checkpoint).
 HYPERPOD_AUTO_RESUME_ARGS = ("--auto-resume=1",)
 # Batch: retry when the instance went away under the job (EC2 reclaimed or failed it), exit on anything else
 # (a failing training script would fail again). The AWS Batch user guide's automated retry example.

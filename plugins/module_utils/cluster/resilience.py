@@ -122,11 +122,14 @@ def problems(section: Mapping[str, Any] | None) -> list[str]:
 
 
 def launch_vars(section: Mapping[str, Any]) -> dict[str, Any]:
-    """What the launch reads from the spec: how often a job is started again, and whether it is at all."""
-    return {
-        "training_job_auto_resume": bool(section["auto_resume"]),
-        "training_job_max_restarts": int(section["max_job_restarts"]),
-    }
+    """The launch's variables from the spec: how often a job is requeued (0, never, without auto_resume)."""
+    return {"training_job_max_restarts": int(section["max_job_restarts"]) if section["auto_resume"] else 0}
+
+
+def hyperpod_srun_args(section: Mapping[str, Any]) -> list[str]:
+    """srun flags of a job step on HyperPod: with auto_resume, HyperPod restarts the step on the replaced
+    node itself, without waiting for Slurm to requeue the whole job."""
+    return list(HYPERPOD_AUTO_RESUME_ARGS) if section["auto_resume"] else []
 
 
 # ---------------------------------------------------------------- ParallelCluster 3
@@ -178,8 +181,8 @@ def hyperpod_not_rendered(section: Mapping[str, Any]) -> list[str]:
     if section["auto_resume"]:
         lines.append(
             "resilience.auto_resume: no CreateCluster field; HyperPod resumes a job step started with srun "
-            f"{' '.join(HYPERPOD_AUTO_RESUME_ARGS)} (the launch's part), "
-            f"at most {section['max_job_restarts']} times (training_job_max_restarts)"
+            f"{' '.join(HYPERPOD_AUTO_RESUME_ARGS)}, and the launch requeues a job at most "
+            f"{section['max_job_restarts']} times (training_job_max_restarts)"
         )
     return lines
 

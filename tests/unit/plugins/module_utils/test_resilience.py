@@ -103,10 +103,8 @@ def test_a_spec_without_the_section_gets_the_defaults() -> None:
         "auto_resume": True,
         "max_job_restarts": 2,
     }
-    assert resilience.launch_vars(spec["resilience"]) == {
-        "training_job_auto_resume": True,
-        "training_job_max_restarts": 2,
-    }
+    assert resilience.launch_vars(spec["resilience"]) == {"training_job_max_restarts": 2}
+    assert resilience.hyperpod_srun_args(spec["resilience"]) == ["--auto-resume=1"]
 
 
 def test_fields_given_are_kept_and_the_rest_filled() -> None:
@@ -115,7 +113,8 @@ def test_fields_given_are_kept_and_the_rest_filled() -> None:
     assert spec["resilience"]["max_job_restarts"] == 5
     assert spec["resilience"]["health_checks"] is True
     off = spec_of(EXAMPLE_SPECS["p4d"], auto_resume=False)["resilience"]
-    assert resilience.launch_vars(off) == {"training_job_auto_resume": False, "training_job_max_restarts": 0}
+    assert resilience.launch_vars(off) == {"training_job_max_restarts": 0}
+    assert resilience.hyperpod_srun_args(off) == []
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model, resilience
 
 CONTROLLER_GROUP = "controller"
 LOGIN_GROUP = "login"
@@ -268,6 +268,7 @@ def cluster_request(
 ) -> dict[str, Any]:
     """CreateCluster: every group from one lifecycle prefix, role and storage; nodes in the compute subnet."""
     threads = (spec.get("hyperpod") or {}).get("threads_per_core", 1)
+    section = resilience.of(spec)
     storage = _storage(spec, foundation, slurm_config)
     groups = []
     for key, name, itype, count in _groups(spec):
@@ -283,6 +284,10 @@ def cluster_request(
             group["InstanceStorageConfigs"] = storage
         if slurm_config == "api":
             group["SlurmConfig"] = _slurm_config(key, name)
+        if key.startswith("queues"):
+            # Deep checks hold a node out of Slurm until they pass: worth it where jobs run, not on the
+            # controller or the login nodes.
+            group.update(resilience.hyperpod_worker_group(section))
         groups.append(group)
     network = spec["network"]
     subnet = network["private_subnet_id"] if network["vpc"] == "existing" else foundation["subnet_private"]
@@ -297,6 +302,7 @@ def cluster_request(
     }
     if slurm_config == "api":
         request["Orchestrator"] = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    request.update(resilience.hyperpod_cluster(section))
     return request
 
 
@@ -335,7 +341,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
         found.append("slurm_accounting: no SageMaker field; the lifecycle script's node playbook sets it up")
     if spec["head_node"].get("ssh_key_name"):
         found.append("head_node.ssh_key_name: HyperPod nodes are reached through SSM, not an EC2 key pair")
-    return found
+    return found + resilience.hyperpod_not_rendered(resilience.of(spec))
 
 
 def render(

@@ -77,7 +77,14 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
                 **common,
             },
             {"InstanceGroupName": "login", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1, **common},
-            {"InstanceGroupName": "a100", "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, **common},
+            {
+                "InstanceGroupName": "a100",
+                "InstanceType": "ml.p4d.24xlarge",
+                "InstanceCount": 2,
+                **common,
+                # the example's resilience.deep_health_checks, on the worker group only
+                "OnStartDeepHealthChecks": ["InstanceStress", "InstanceConnectivity"],
+            },
         ],
         "VpcConfig": {
             "SecurityGroupIds": [FOUNDATION["security_group"]],
@@ -87,6 +94,7 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
             {"Key": "trainstack:cluster", "Value": "train-hp"},
             {"Key": "trainstack:stack", "Value": current_stack_id},
         ],
+        "NodeRecovery": "Automatic",  # resilience.replace_unhealthy_nodes defaults to true
     }
     assert (
         "Orchestrator" not in request

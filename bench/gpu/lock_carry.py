@@ -1,6 +1,6 @@
-"""What a test case's GPU lock gives a lent GPU machine as wheels, and what it leaves to the machine.
+"""What a test case's GPU lock gives a GPU machine as wheels, and what it leaves to the machine.
 
-A lent GPU machine has no network and its own CUDA torch, NCCL and JAX. The proof of a framework test case on
+A GPU machine for measurements may have no network and has its own CUDA torch, NCCL and JAX. The proof of a framework test case on
 it runs the case's GPU lock (``testcases/<case>/requirements.<target>.lock``) as closely as that allows: every
 package of the lock is installed from a wheel at the lock's exact version and hash, except the CUDA stack the
 machine provides (torch, Triton, the NVIDIA and CUDA wheels, and JAX, whose compiled runtime pins it) and any
@@ -30,9 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTCASES = ROOT / "testcases"
-# The lent machines: an x86_64 host with CPython 3.12, the GPU target whose interpreter matches.
+# The measured machines: x86_64 with CPython 3.12, the GPU target whose interpreter matches.
 DEFAULT_TARGET = "gpu-ubuntu-24.04-x86_64"
-# Wheels larger than this stay the machine's: the device tool carries at most 64 MiB in all.
+# Wheels larger than this stay the machine's, so that what is copied to it stays small (about 40 MB).
 DEFAULT_MAX_MB = 5.0
 # The CUDA stack and the compiled frameworks built against it: the machine's own builds are what run there.
 MACHINE_STACK = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*|jax|jaxlib|jax-cuda\d+-(plugin|pjrt))$")

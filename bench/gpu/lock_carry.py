@@ -1,14 +1,14 @@
 """What a test case's GPU lock gives a GPU machine as wheels, and what it leaves to the machine.
 
-A GPU machine for measurements may have no network and has its own CUDA torch, NCCL and JAX. The proof of a framework test case on
-it runs the case's GPU lock (``testcases/<case>/requirements.<target>.lock``) as closely as that allows: every
-package of the lock is installed from a wheel at the lock's exact version and hash, except the CUDA stack the
-machine provides (torch, Triton, the NVIDIA and CUDA wheels, and JAX, whose compiled runtime pins it) and any
-wheel too large to carry. Which is which is decided here, once, and written down: ``download`` (on a machine
-with PyPI) fetches the wheels and writes ``carry-<target>.json`` beside them; ``pins`` (on the GPU machine)
-prints what to install for one case; ``record`` (on the GPU machine, with the case's path) writes for every
-lock pin the version that the run found and where it came from, so that a result says how far it is from the
-lock.
+A GPU machine for measurements may have no network, and has its own CUDA torch, NCCL and JAX. The proof of a
+framework test case on it runs the case's GPU lock (``testcases/<case>/requirements.<target>.lock``) as
+closely as that allows: every package of the lock is installed from a wheel at the lock's exact version and
+hash, except the CUDA stack the machine provides (torch, Triton, the NVIDIA and CUDA wheels, and JAX, whose
+compiled runtime pins it) and any wheel too large to carry. Which is which is decided here, once, and
+written down: ``download`` (on a machine with PyPI) fetches the wheels and writes ``carry-<target>.json``
+beside them; ``pins`` (on the GPU machine) prints what to install for one case; ``record`` (on the GPU
+machine, with the case's path) writes for every lock pin the version that the run found and where it came
+from, so that a result says how far it is from the lock.
 
     python3 -m bench.gpu.lock_carry download --dest .whl pytorch/fsdp megatron/gpt
     python3 -m bench.gpu.lock_carry pins --wheels .whl megatron/gpt

@@ -26,13 +26,17 @@ locals {
     "ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
   ]
 
-  ansible_common_args = [
+  # The test cases' names joined by commas (validated names: no space or shell character, so the local build's
+  # shell command takes them as one word); the pytorch role splits them. Absent: the role's default, all.
+  pytorch_testcases_args = var.pytorch_testcases == null ? [] : ["-e", "pytorch_testcases=${join(",", var.pytorch_testcases)}"]
+
+  ansible_common_args = concat([
     "-e", "trainstack_stack=${local.stack_id}",
     "-e", "image_source_revision=${var.source_revision}",
     "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
     "-e", "image_output_dir=${abspath(var.output_dir)}",
     "-e", "pytorch_wheelhouse=${var.wheelhouse}",
-  ]
+  ], local.pytorch_testcases_args)
 
   ubuntu_owner    = "099720109477"
   amazon_owner    = "amazon"

@@ -141,12 +141,42 @@ def image_target(os_id: str, arch: str, lab_os: Sequence[str]) -> str:
     return LAB_TARGET if os_id in lab_os else gpu_target(os_id, arch)
 
 
+LOCK_LINE = re.compile(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+DIST_FILE = re.compile(r"^(?P<name>.+?)-(?P<version>[0-9][^-]*?)(-.*\.whl|\.tar\.gz|\.zip)$")
+
+
+def _dist_key(name: str, version: str) -> tuple[str, str]:
+    """A distribution as file names and pins both spell it: name normalised (PEP 503), version without its
+    local label."""
+    return re.sub(r"[-_.]+", "-", name).lower(), public_version(version)
+
+
+def wheelhouse_missing(lock: str, files: Sequence[str]) -> list[str]:
+    """The lock's pins for which the wheelhouse (its file names) holds no file: an offline install of the
+    lock there would fail, so a build says so before it starts one."""
+    held = {_dist_key(m["name"], m["version"]) for m in map(DIST_FILE.match, files) if m}
+    return [
+        f"{name}=={version}"
+        for name, version in LOCK_LINE.findall(lock)
+        if _dist_key(name, version) not in held
+    ]
+
+
 def baked_envs(
-    catalog: str, testcases: Sequence[str], target: str, python: str, root: str = BAKED_ROOT
+    catalog: str,
+    testcases: Sequence[str],
+    target: str,
+    python: str,
+    root: str = BAKED_ROOT,
+    wheelhouse: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, str]]]:
     """What an image build bakes for ``testcases`` on ``target``: one entry per test case with a lock there
     (``bake``: case, target, lock file, lock name, key, path, torch), and the ones it cannot (``skipped``:
     case, target, reason), so image.json says why a listed case has no environment.
+
+    ``wheelhouse`` (the file names of the wheelhouse an offline build installs from; None: the package index)
+    skips a case whose lock it does not hold, naming the first missing pins: the lab's wheelhouse holds the
+    cases of ``make wheelhouse``, not those of ``make wheelhouse-slow``.
 
     Unknown test cases raise ValueError naming the catalog's: a typo in a flavour must fail the build before
     anything is installed.
@@ -165,6 +195,13 @@ def baked_envs(
         path, lock = read_lock(catalog, case, target)
         if not lock:
             reason = unresolvable_reason(table, case, target) or f"{case} has no {lock_name(target)}"
+            skipped.append({"case": case, "target": target, "reason": reason})
+            continue
+        missing = wheelhouse_missing(lock, wheelhouse) if wheelhouse is not None else []
+        if missing:
+            reason = f"the wheelhouse holds no file of {', '.join(missing[:3])}" + (
+                f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            )
             skipped.append({"case": case, "target": target, "reason": reason})
             continue
         key = venv_key(lock, python)

@@ -6,7 +6,15 @@ locals {
   # The stack to install: -var stack_id=..., else the collection's current stack (stacks/current, its one default).
   stack_id = var.stack_id != "" ? var.stack_id : trimspace(file(abspath("${path.root}/../stacks/current")))
 
-  common_tags = merge(var.extra_tags, {
+  # The AMI flavours whose roles include pytorch, which bakes the test case environments (build_image.yml's
+  # image_flavours; tests/unit/image/test_packer_templates.py keeps the two in step). Their builds are tagged
+  # with the test cases asked for ("all": the role's default); image.json says what was baked and skipped.
+  baking_flavours = ["slurm-gpu", "pcluster-gpu"]
+  testcase_tags = contains(local.baking_flavours, var.flavour) ? {
+    "trainstack:pytorch_testcases" = var.pytorch_testcases == null ? "all" : join(",", var.pytorch_testcases)
+  } : {}
+
+  common_tags = merge(var.extra_tags, local.testcase_tags, {
     "trainstack:stack"    = local.stack_id
     "trainstack:revision" = var.source_revision
     "trainstack:built"    = local.timestamp

@@ -295,21 +295,49 @@ def test_the_baked_test_cases_reach_the_playbook_of_every_build(extra, expected)
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
 def test_packer_refuses_a_test_case_name_that_is_not_one(tmp_path):
+    def validate(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["packer", "validate", "-var", value, "-var", f"output_dir={tmp_path}", "packer"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    for good in ('pytorch_testcases=["pytorch/fsdp", "torchtitan/llama"]', "pytorch_testcases=[]"):
+        proc = validate(good)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    for bad in (
+        'pytorch_testcases=["a b; rm"]',
+        'pytorch_testcases=["pytorch"]',
+        'pytorch_testcases=["../x/y"]',
+    ):
+        proc = validate(bad)
+        assert proc.returncode != 0
+        assert "The pytorch_testcases must be test case names" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_the_baking_flavours_are_those_with_the_pytorch_role():
+    """The AMI tag of the baked test cases is set for exactly the flavours whose roles include pytorch."""
+    play = yaml.safe_load((REPO / "playbooks" / "build_image.yml").read_text())[1]
+    flavours = play["vars"]["image_flavours"]
+    with_pytorch = sorted(
+        name
+        for name, entries in flavours.items()
+        if any(
+            e.get("role") == "pytorch"
+            for entry in entries
+            for e in (entry if isinstance(entry, list) else [entry])
+        )
+    )
     proc = subprocess.run(
-        [
-            "packer",
-            "validate",
-            "-var",
-            'pytorch_testcases=["a b; rm"]',
-            "-var",
-            f"output_dir={tmp_path}",
-            "packer",
-        ],
-        cwd=REPO,
+        ["packer", "console", "packer"],
+        input="jsonencode(local.baking_flavours)\n",
         capture_output=True,
         text=True,
-        timeout=300,
+        cwd=REPO,
         check=False,
     )
-    assert proc.returncode != 0
-    assert "The pytorch_testcases must be test case names" in proc.stdout + proc.stderr
+    assert sorted(json.loads(proc.stdout.strip())) == with_pytorch, proc.stdout + proc.stderr

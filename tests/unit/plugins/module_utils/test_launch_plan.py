@@ -131,7 +131,8 @@ def test_an_unknown_variable_is_refused_with_close_matches() -> None:
     refusal, found = refusals(request(training_job_nodez=2), CATALOG, known_variables(SPECS))
     assert found is None
     assert refusal == (
-        "Unknown variable(s): training_job_nodez (close: training_job_nodes, training_job_nodelist). The "
+        "Unknown variable(s): training_job_nodez (close: training_job_nodes, training_job_node_os, "
+        "training_job_nodelist). The "
         "role's "
         "variables are listed in its README. Nothing was submitted."
     )

@@ -47,14 +47,16 @@ def testcase_envs(
     testcases: Iterable[str],
     os_id: str,
     arch: str,
-    lab_os: Iterable[str],
+    stack: Mapping[str, Any],
     python: str,
     root: str = locks.BAKED_ROOT,
     wheelhouse: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """The environments an image of ``os_id``/``arch`` bakes for ``testcases`` (module_utils/launch/locks.py):
-    the target, ``bake`` (each case with its lock, key and path) and ``skipped`` (with the reason)."""
-    target = locks.image_target(str(os_id), str(arch), [str(item) for item in lab_os])
+    the target (the lab's on an OS of the stack's ``scope.lab_os``), ``bake`` (each case with its lock, key
+    and path) and ``skipped`` (with the reason)."""
+    lab = [str(item) for item in ((stack.get("scope") or {}).get("lab_os") or [])]
+    target = locks.image_target(str(os_id), str(arch), lab)
     files = None if wheelhouse is None else [str(item).rsplit("/", 1)[-1] for item in wheelhouse]
     try:
         envs = locks.baked_envs(

@@ -13,7 +13,8 @@ lock for the nodes' target and the virtualenv keyed by its content (or the envir
 from it), the entrypoint's arguments and command line, the ranks' environment from the instance catalog, and
 how the container image is imported.
 
-``node`` is what the launch read about the nodes: ``os`` and ``arch`` (the launch host's facts), ``envs``
+``node`` is what the launch read about the nodes: ``facts`` (the launch host's distribution facts, or ``os``
+already as a stack OS id) and ``arch``, ``envs``
 (the environments its image.json lists) and ``torch`` (the version ``training_job_python`` imports, when the
 run does not install the lock's own; None when it was not read).
 """
@@ -26,6 +27,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..stack import stack_resolver
 from . import locks
 
 LAUNCHERS = ("slurm", "local", "kubernetes")
@@ -309,11 +311,25 @@ def nodes(request: Request, instance: Mapping[str, Any], node: Node) -> dict[str
     host's. Without GPUs the target is the lab's whatever the OS: its lock holds torch's CPU build.
     """
     gpus = as_int(instance.get("gpu_count") or 0)
-    os_id = str(request.get("training_job_node_os") or node.get("os") or "")
+    os_id = str(request.get("training_job_node_os") or node.get("os") or facts_os(node.get("facts") or {}))
     arch = str(instance.get("arch") or request.get("training_job_node_arch") or node.get("arch") or "")
     known = bool(locks.OS_ID.match(os_id)) and arch in locks.ARCHES  # a bad value is refused by input_rules
     target = locks.node_target(gpus, os_id, arch) if gpus <= 0 or known else ""
     return {"gpus": gpus, "os": os_id, "arch": arch, "target": target}
+
+
+def facts_os(facts: Mapping[str, Any]) -> str:
+    """The stack OS id of a host's distribution facts, '' when there are none or no stack knows them.
+
+    Unknown is not an error here: a node without GPUs needs no OS (the lab's lock fits any), and a GPU node
+    whose OS is unknown is refused by the lock rules, which say how to name it.
+    """
+    if not facts.get("distribution"):
+        return ""
+    try:
+        return stack_resolver.os_id(facts)
+    except stack_resolver.StackError:
+        return ""
 
 
 def _lock(catalog: str, testcase: str, target: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
 
 from tests.support import OS_FACTS, REPO
 
@@ -43,12 +44,19 @@ def image_json(envs: list[dict[str, str]]) -> dict[str, str]:
 def test_the_launch_hosts_os_and_baked_environments_are_passed() -> None:
     envs = [{"case": "pytorch/ddp", "key": "0123456789abcdef", "path": "/opt/trainstack/envs/ddp"}]
     node = described(ansible_facts=facts("al2023"), __training_job_host_image=image_json(envs))
-    assert node == {"os": "amzn-2023", "arch": "x86_64", "envs": envs, "torch": None}
+    assert (node["arch"], node["envs"], node["torch"]) == ("x86_64", envs, None)
+    assert plan.facts_os(node["facts"]) == "amzn-2023"
 
 
 def test_without_facts_or_image_json_nothing_is_claimed() -> None:
     node = described(__training_job_host_image={"failed": True, "msg": "file not found"})
-    assert node == {"os": "", "arch": "", "envs": [], "torch": None}
+    assert (node["arch"], node["envs"], node["torch"], plan.facts_os(node["facts"])) == ("", [], None, "")
+
+
+def test_an_os_no_stack_knows_is_unknown_not_an_error() -> None:
+    """A local launch from a workstation of another OS plans like one without facts (the lab's lock)."""
+    node = described(ansible_facts={**facts("debian12"), "distribution": "MacOSX"})
+    assert plan.facts_os(node["facts"]) == ""
 
 
 @pytest.mark.parametrize(

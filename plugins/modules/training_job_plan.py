@@ -55,10 +55,11 @@ options:
   node:
     description:
       - What the role read about the nodes on the launch host. C(facts) (its C(distribution),
-        C(distribution_version) and C(distribution_major_version), turned into the stack's OS id; or C(os), the
-        id itself) and C(arch) pick a GPU node's lock; C(envs) is C(testcase_envs) of the launch host's C(/etc/trainstack/image.json), the
-        environments its image baked (one of the same test case and key is used instead of building one);
-        C(torch) is the version C(training_job_python) imports, an empty string when it imports none, null
+        C(distribution_version) and C(distribution_major_version), turned into the stack's OS id; or C(os),
+        the id itself) and C(arch) pick a GPU node's lock.
+      - C(envs) is C(testcase_envs) of the launch host's C(/etc/trainstack/image.json), the environments its
+        image baked (one of the same test case and key is used instead of building one).
+      - C(torch) is the version C(training_job_python) imports, an empty string when it imports none, null
         when it was not read.
     type: dict
 author: trainstack maintainers (@trainstack)

@@ -98,7 +98,31 @@ def table(document: dict[str, Any]) -> str:
         ratios = ", ".join(f"`{name}` {ratio:.2f}x" for name, ratio in summary["ratios"].items())
         against = f"; ours against it: {ratios}" if ratios else "; no row of ours ran"
         lines += ["", f"Strongest baseline in this run: {LABELS.get(best, best)}{against}."]
+    lines += floor_lines(document)
     return "\n".join(lines)
+
+
+def floor_lines(document: dict[str, Any]) -> list[str]:
+    """The step's measured floor (bench/floor.py) and each variant's share of it, when the probe ran."""
+    probe = document.get("floor_probe") or {}
+    if not probe.get("ok"):
+        return []
+    clocks = probe.get("clocks") or {}
+    at = f" at {clocks['sm_clock_mhz_median']:.0f} MHz" if "sm_clock_mhz_median" in clocks else ""
+    lines = [
+        "",
+        f"Floor of one step{at}: GEMMs {probe['gemm_ms']:.1f} ms + attention "
+        f"{probe['attention_ms']:.1f} ms = {probe['floor_ms']:.1f} ms "
+        f"(the same work back to back: {probe['replay_ms']:.1f} ms).",
+    ]
+    shares = document.get("against_floor") or {}
+    if shares:
+        lines.append(
+            "Floor over step: "
+            + ", ".join(f"`{name}` {100 * row['floor_fraction']:.0f} %" for name, row in shares.items())
+            + "."
+        )
+    return lines
 
 
 def plot(document: dict[str, Any], target: Path) -> None:

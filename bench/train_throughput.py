@@ -54,7 +54,7 @@ from typing import Any
 
 from trainstack_train.config import TrainConfig
 
-from bench import catalog_peak, train_report
+from bench import catalog_peak, floor, train_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +102,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--batch-ladder", default="", help="try these batch sizes in order; keep the first fit"
     )
     parser.add_argument("--profile", action="store_true", help="profile 2 steps of `ours` after timing")
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the step's GEMMs and attention alone first (bench/floor.py); each row is set against them",
+    )
     parser.add_argument("--timeout", type=int, default=300, help="seconds per child process")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "train_throughput.json")
     parser.add_argument("--log-tar", type=Path, default=None, help="tar.gz of every child's log")
@@ -586,6 +592,108 @@ def run_loss_probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _gemm_fn(gemm: floor.Gemm) -> Any:
+    """The GEMM with the operand layouts nn.Linear's autograd uses (x W^T forward, g W and g^T x backward)."""
+    import torch
+    from torch.nn.functional import linear
+
+    options = {"device": "cuda", "dtype": torch.bfloat16}
+    kind = gemm.name.rsplit(".", 1)[1]
+    if kind == "fwd":
+        x, w = torch.randn(gemm.m, gemm.k, **options), torch.randn(gemm.n, gemm.k, **options)
+        return lambda: linear(x, w)
+    if kind == "dgrad":
+        g, w = torch.randn(gemm.m, gemm.k, **options), torch.randn(gemm.k, gemm.n, **options)
+        return lambda: g @ w
+    g, x = torch.randn(gemm.k, gemm.m, **options), torch.randn(gemm.k, gemm.n, **options)
+    return lambda: g.t() @ x
+
+
+def _clock_sampler() -> subprocess.Popen | None:
+    """nvidia-smi sampling the SM clock and power every 200 ms while the probe runs (None without it)."""
+    try:
+        return subprocess.Popen(
+            [
+                "nvidia-smi",
+                "--query-gpu=clocks.sm,power.draw,power.limit",
+                "--format=csv,noheader,nounits",
+                "-lms",
+                "200",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    except OSError:
+        return None
+
+
+def _clock_record(sampler: subprocess.Popen | None) -> dict[str, Any]:
+    """Median SM clock and power over the probe, and the power limit, from the sampler's lines."""
+    if sampler is None:
+        return {"error": "nvidia-smi not found"}
+    sampler.terminate()
+    out, _ = sampler.communicate(timeout=10)
+    rows = []
+    for line in out.splitlines():
+        try:
+            rows.append([float(part) for part in line.split(",")])
+        except ValueError:
+            continue
+    if not rows:
+        return {"error": "no samples"}
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    return {
+        "samples": len(rows),
+        "sm_clock_mhz_median": median([r[0] for r in rows]),
+        "power_w_median": median([r[1] for r in rows]),
+        "power_limit_w": rows[-1][2],
+    }
+
+
+def run_floor_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every GEMM of one step timed alone (cuBLAS, steady state) and attention with its fastest backend,
+    summed (bench/floor.py); then the same work back to back, and the clocks the power cap allowed."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from trainstack_train.config import MODEL_CONFIGS
+
+    cfg = MODEL_CONFIGS[spec["config"]]
+    gemms = floor.step_gemms(cfg, spec["batch_size"] * spec["seq_len"])
+    sampler = _clock_sampler()
+    calls = {g.name: _gemm_fn(g) for g in gemms}
+    gemm_ms = {name: _cuda_ms(fn, 20) for name, fn in calls.items()}
+    attention = _sdpa_step(cfg, spec, spec["gqa"])
+    backends = {}
+    for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel([backend]):
+                backends[label] = _cuda_ms(attention, 10)
+        except RuntimeError as err:
+            backends[label] = f"unavailable: {str(err).splitlines()[0][:160]}"
+    timed = {k: v for k, v in backends.items() if isinstance(v, float)}
+    best = min(timed, key=timed.get)
+    result = floor.summary(gemms, gemm_ms, timed[best], cfg.n_layers)
+    backend_of = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[best]
+
+    def replay() -> None:
+        with sdpa_kernel([backend_of]):
+            for gemm in gemms:
+                for _ in range(gemm.count):
+                    calls[gemm.name]()
+            for _ in range(cfg.n_layers):
+                attention()
+
+    result["replay_ms"] = _cuda_ms(replay, 3)
+    result["attention_backend"] = best
+    result["attention_ms_per_layer"] = backends
+    result["clocks"] = _clock_record(sampler)
+    result["tokens"] = spec["batch_size"] * spec["seq_len"]
+    return result
+
+
 def child_main(spec: dict[str, Any]) -> None:
     """Run one variant and print its result line; exceptions become an ``ok: false`` result."""
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
@@ -594,6 +702,8 @@ def child_main(spec: dict[str, Any]) -> None:
             result = run_attention_probe(spec)
         elif spec["name"] == "loss_probe":
             result = run_loss_probe(spec)
+        elif spec["name"] == "floor_probe":
+            result = run_floor_probe(spec)
         elif spec["name"] in HF_VARIANTS:
             result = run_hf(spec)
         elif spec["name"] in TITAN_VARIANTS:
@@ -706,8 +816,11 @@ def parent_main(args: argparse.Namespace) -> int:
         probe = launch({**base, "name": "attention_probe"}, args.timeout, log_dir)
     shared.setdefault("attn_backend", probe.get("best", "auto") if probe.get("ok") else "auto")
     loss_probe: dict[str, Any] = {"ok": False, "error": "not run: cpu"}
+    floor_probe: dict[str, Any] = {"ok": False, "error": "not run: cpu, or --no-floor"}
     if args.device == "cuda":
         loss_probe = launch({**base, "name": "loss_probe"}, args.timeout, log_dir)
+        if args.floor:
+            floor_probe = launch({**base, "name": "floor_probe"}, args.timeout, log_dir)
     specs: list[dict[str, Any]] = []
     for name in [item for item in args.variants.split(",") if item]:
         overrides = shared if name == "ours" else {}
@@ -722,7 +835,13 @@ def parent_main(args: argparse.Namespace) -> int:
         batches = [int(overrides.pop("batch_size"))] if "batch_size" in overrides else ladder
         specs.append({**base, "name": f"ours_{tag}", "overrides": overrides, "batches": batches})
     results: list[dict[str, Any]] = []
-    context = {"peak": peak, "peak_source": peak_source, "attention_probe": probe, "loss_probe": loss_probe}
+    context = {
+        "peak": peak,
+        "peak_source": peak_source,
+        "attention_probe": probe,
+        "loss_probe": loss_probe,
+        "floor_probe": floor_probe,
+    }
     for spec in specs:
         for batch in spec.pop("batches", ladder):
             result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
@@ -762,8 +881,10 @@ def _document(
         "peak_source": context["peak_source"],
         "attention_probe": context["attention_probe"],
         "loss_probe": context["loss_probe"],
+        "floor_probe": context["floor_probe"],
         "results": results,
         "comparison": train_report.comparison(results),
+        "against_floor": floor.against_floor(results, context["floor_probe"], args.batch_size),
     }
 
 

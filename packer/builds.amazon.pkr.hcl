@@ -41,10 +41,11 @@ build {
   dynamic "source" {
     for_each = local.amazon_images
     iterator = image
-    labels   = ["amazon-ebs.${image.value.family}"]
+    labels   = ["amazon-ebs.image"]
 
     content {
       name            = image.key
+      ssh_username    = image.value.ssh_username
       instance_type   = image.value.instance_type
       ami_name        = image.value.ami_name
       ami_description = image.value.ami_description
@@ -54,6 +55,19 @@ build {
         filters     = image.value.ami_filters
         owners      = image.value.owners
         most_recent = true
+      }
+
+      # Written whole here, not in the source: its device name is the OS family's, and a build's source block
+      # can only add to its source (a second mapping, not a setting of the source's one).
+      launch_block_device_mappings {
+        device_name           = image.value.root_device
+        volume_size           = var.root_volume_gb
+        volume_type           = "gp3"
+        iops                  = var.root_volume_iops
+        throughput            = var.root_volume_throughput
+        encrypted             = true
+        kms_key_id            = var.kms_key_id
+        delete_on_termination = true
       }
     }
   }

@@ -1,7 +1,8 @@
-# amazon-ebs sources: one per OS family, parameterised by the tables below. A build turns a family source into
-# one image per base AMI and architecture with a `dynamic "source"` block (builds.amazon.pkr.hcl), which names
-# it `<base>-<arch>` and adds what differs per image: instance type, source AMI filter, AMI name and tags.
-# Adding a base AMI or an architecture is a table entry here, not a new source (README.md).
+# The amazon-ebs source: one for every image, parameterised by the tables below. A build turns it into one image
+# per base AMI and architecture with a `dynamic "source"` block (builds.amazon.pkr.hcl), which names it
+# `<base>-<arch>` and adds what differs per image: login user and root device (its OS family's), instance type,
+# source AMI filter, AMI name and tags. Adding a base AMI, an architecture or an OS family is a table entry here,
+# not a new source (README.md).
 #
 # Source AMIs are found by name filter and owner (Packer 1.6.6 has no SSM data source; on current Packer an
 # `amazon-parameterstore` data source can replace the filters, see README.md).
@@ -13,7 +14,8 @@
 # Packer connects over var.ssh_interface (the private address by default: build from inside the VPC).
 
 locals {
-  # What an OS family decides: the login user and the root device name. One source below per family.
+  # What an OS family decides: the login user and the root device name (the root volume's mapping is
+  # written once, in the build's dynamic source block, with the family's device).
   amazon_families = {
     ubuntu = { ssh_username = "ubuntu", root_device = "/dev/sda1" }
     al2023 = { ssh_username = "ec2-user", root_device = "/dev/xvda" }
@@ -91,6 +93,8 @@ locals {
       for arch, ami_name in spec.ami_names : "${base}-${arch}" => {
         base          = base
         family        = spec.family
+        ssh_username  = local.amazon_families[spec.family].ssh_username
+        root_device   = local.amazon_families[spec.family].root_device
         instance_type = local.amazon_instance_types[arch]
         owners        = [spec.owner]
         ami_filters = {
@@ -104,9 +108,10 @@ locals {
   ]...)
 }
 
-source "amazon-ebs" "ubuntu" {
+# The one amazon-ebs source: every setting that is the same for all images. What differs per OS family (login
+# user, root device) and per image is set by the build's `dynamic "source"` block from local.amazon_sources.
+source "amazon-ebs" "image" {
   region                                = var.aws_region
-  ssh_username                          = local.amazon_families.ubuntu.ssh_username
   ssh_timeout                           = var.ssh_timeout
   ssh_host                              = var.ssh_host
   ssh_port                              = var.ssh_port
@@ -123,47 +128,4 @@ source "amazon-ebs" "ubuntu" {
   run_tags                              = local.common_tags
   run_volume_tags                       = local.common_tags
   snapshot_tags                         = local.common_tags
-
-  launch_block_device_mappings {
-    device_name           = local.amazon_families.ubuntu.root_device
-    volume_size           = var.root_volume_gb
-    volume_type           = "gp3"
-    iops                  = var.root_volume_iops
-    throughput            = var.root_volume_throughput
-    encrypted             = true
-    kms_key_id            = var.kms_key_id
-    delete_on_termination = true
-  }
-}
-
-source "amazon-ebs" "al2023" {
-  region                                = var.aws_region
-  ssh_username                          = local.amazon_families.al2023.ssh_username
-  ssh_timeout                           = var.ssh_timeout
-  ssh_host                              = var.ssh_host
-  ssh_port                              = var.ssh_port
-  subnet_id                             = var.subnet_id
-  ami_regions                           = var.ami_copy_regions
-  encrypt_boot                          = true
-  kms_key_id                            = var.kms_key_id
-  region_kms_key_ids                    = var.ami_copy_kms_key_ids
-  ssh_interface                         = var.ssh_interface
-  temporary_security_group_source_cidrs = var.ssh_source_cidrs
-  ena_support                           = true
-  custom_endpoint_ec2                   = var.custom_endpoint_ec2
-  skip_credential_validation            = var.skip_credential_validation
-  run_tags                              = local.common_tags
-  run_volume_tags                       = local.common_tags
-  snapshot_tags                         = local.common_tags
-
-  launch_block_device_mappings {
-    device_name           = local.amazon_families.al2023.root_device
-    volume_size           = var.root_volume_gb
-    volume_type           = "gp3"
-    iops                  = var.root_volume_iops
-    throughput            = var.root_volume_throughput
-    encrypted             = true
-    kms_key_id            = var.kms_key_id
-    delete_on_termination = true
-  }
 }

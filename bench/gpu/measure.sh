@@ -43,8 +43,10 @@ run_bench() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv -lms 250 > "$OUT/gpu_clocks.csv" 2>&1 &
   local sampler=$! rc
+  # torchtitan's row imports torchtitan: its case's lock, carried as for the side-by-side parts.
+  carry titan
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  PYTHONPATH="$LIB" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+  PYTHONPATH="$LIB:$DEPS/titan" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?
@@ -56,53 +58,46 @@ run_tests() {
   PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
-# carry NAME: the imports of CARRY[NAME] that the machine's Python lacks, or has at another version than a
-# pinned one (PACKAGE==VERSION), from the wheels in $TS_GPU_WHEELS (default .whl), with --no-deps into
-# $DEPS/NAME; PYTHONPATH puts that directory ahead of the machine's site-packages, so a carried pin wins while
-# the machine's torch, CUDA and transformers stay its own.
+# carry NAME: the pins of the case's GPU lock (target $LOCK_TARGET) that bench/gpu/lock_carry.py carries, from
+# the wheels in $TS_GPU_WHEELS (default .whl, made by `python3 -m bench.gpu.lock_carry download`), with --no-deps
+# into a fresh $DEPS/NAME. PYTHONPATH puts that directory ahead of the machine's site-packages, so the lock's
+# versions win while the machine's CUDA stack (torch, Triton, NVIDIA wheels, JAX) stays its own; what the run
+# then finds, pin by pin, goes to $OUT/lock-NAME.json.
+LOCK_TARGET=${TS_LOCK_TARGET:-gpu-ubuntu-24.04-x86_64}
+# The launched runs' names end with the GPU's short name (h200, h100, ...).
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+|a[0-9]+|b[0-9]+|l40s?' | head -1 | tr '[:upper:]' '[:lower:]')
+GPU_TAG=${GPU_TAG:-gpu}
+declare -A CASE_OF=([fsdp]=pytorch/fsdp [titan]=torchtitan/llama [megatron]=megatron/gpt [deepspeed]=deepspeed/zero3
+  [hf]=hf/finetune [jax]=jax/llama)
 carry() {
-  local name=$1 found=${TS_GPU_WHEELS:-.whl} missing=() pair
-  # shellcheck disable=SC2086 # CARRY's values are lists of words
-  for pair in ${CARRY[$name]}; do
-    PYTHONPATH="$DEPS/$name" "$PY" - "${pair%%:*}" "${pair#*:}" 2>/dev/null <<'PYCHECK' || missing+=("${pair#*:}")
-import importlib.metadata, importlib.util, sys
-module, package = sys.argv[1:]
-name, _, pinned = package.partition("==")
-if importlib.util.find_spec(module) is None:
-    sys.exit(1)
-sys.exit(bool(pinned) and importlib.metadata.version(name) != pinned)
-PYCHECK
-  done
-  echo "$name: installing ${missing[*]:-nothing}"
-  [ "${#missing[@]}" -eq 0 ] ||
-    "$PY" -m pip install -q --no-deps --no-index --find-links "$found" --target "$DEPS/$name" "${missing[@]}"
+  local name=$1 from=${TS_GPU_WHEELS:-.whl} pins=()
+  [ -f "$DEPS/$name/.carried" ] && return 0
+  mapfile -t pins < <("$PY" -m bench.gpu.lock_carry pins --target "$LOCK_TARGET" --wheels "$from" "${CASE_OF[$name]}")
+  echo "$name: installing ${#pins[@]} pins of ${CASE_OF[$name]}'s $LOCK_TARGET lock"
+  rm -rf "${DEPS:?}/$name" && mkdir -p "$DEPS/$name"
+  [ "${#pins[@]}" -eq 0 ] ||
+    "$PY" -m pip install -q --no-deps --no-index --find-links "$from" --target "$DEPS/$name" "${pins[@]}" || return 1
+  PYTHONPATH="$DEPS/$name" "$PY" -m bench.gpu.lock_carry record --target "$LOCK_TARGET" --wheels "$from" \
+    "${CASE_OF[$name]}" --out "$OUT/lock-$name.json" && touch "$DEPS/$name/.carried"
 }
-
-# What each framework's test case imports beyond torch, numpy and transformers, as MODULE:PACKAGE pairs.
-declare -A CARRY=(
-  [titan]="torchtitan:torchtitan==0.2.2 tyro:tyro docstring_parser:docstring-parser typeguard:typeguard
-    torchdata:torchdata datasets:datasets dill:dill multiprocess:multiprocess xxhash:xxhash
-    tensorboard:tensorboard absl:absl-py google.protobuf:protobuf tokenizers:tokenizers
-    huggingface_hub:huggingface_hub dateutil:python-dateutil torchao:torchao==0.17.0"
-  [megatron]="megatron.core:megatron-core==0.16.1"
-  [deepspeed]="deepspeed:deepspeed==0.19.8 hjson:hjson ninja:ninja msgpack:msgpack cpuinfo:py-cpuinfo
-    einops:einops psutil:psutil pydantic:pydantic pydantic_core:pydantic-core annotated_types:annotated-types
-    typing_inspection:typing-inspection"
-  [hf]="accelerate:accelerate==1.15.0 peft:peft==0.21.2 psutil:psutil"
-  [jax]="optax:optax==0.2.8"
-)
 
 # launch_local TESTCASE NAME RESULTS ARGS_JSON [PYTHONPATH]: the launch playbook's local launcher on this machine
 # with the machine's own Python (no venv to build). No training_job_instance_type (the type's EFA settings are not
 # this machine's): the peak goes in as the variable the launcher would set, ahead of ARGS_JSON so that a
 # training_job_env given there wins.
+# With TS_ACCEPT_TORCH (the machine's torch version, as torch prints it), the launch accepts that torch in place of
+# the lock's and the run's summary records the exception; without it, a machine whose torch is not the lock's
+# is refused, as on a cluster.
 launch_local() {
   local env="{\"training_job_env\": {\"TRAINSTACK_GPU_PEAK_TFLOPS\": \"$PEAK\"${5:+, \"PYTHONPATH\": \"$5\"}}}"
+  local accept=()
+  [ -n "${TS_ACCEPT_TORCH:-}" ] && accept=(-e "training_job_accept_torch=$TS_ACCEPT_TORCH")
   PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local playbooks/launch_training.yml \
     -e launch_host=localhost -e ansible_python_interpreter="$PY" \
     -e training_job_testcase="$1" -e training_job_launcher=local \
     -e training_job_venv=false -e training_job_python="$PY" -e training_job_shared_dir=/tmp/ts-shared \
-    -e training_job_results_dir="$3" -e training_job_name="$2" -e training_job_timeout=540 -e "$env" -e "$4"
+    -e training_job_results_dir="$3" -e training_job_name="$2" -e training_job_timeout=540 -e "$env" -e "$4" \
+    "${accept[@]}"
 }
 
 run_launch() {
@@ -130,7 +125,7 @@ run_direct() {
   local dir=$1 run=$2 common=("${SHAPE[@]}" --peak-tflops "$PEAK")
   local model=(--config "$SHAPE_CONFIG" --lr 3e-4) cmd
   case "$run" in
-    fsdp) cmd=(testcases/pytorch/fsdp/train.py "${model[@]}") ;;
+    fsdp) carry fsdp; cmd=(testcases/pytorch/fsdp/train.py "${model[@]}") ;;
     titan) carry titan; cmd=(testcases/torchtitan/llama/train.py "${model[@]}") ;;
     megatron) carry megatron
       cmd=(testcases/megatron/gpt/train.py "${model[@]}" --recompute selective) ;;
@@ -170,19 +165,32 @@ resume_check() {
 # TS_BUDGET_S (seconds, default unlimited) is skipped and says so, and the collected JSON records a missing run
 # as such. What each needs at most, in seconds (measured on the H200, with headroom):
 declare -A NEED=([fsdp]=100 [titan]=75 [megatron]=60 [ds_zero2]=70 [ds_zero3]=70 [hf]=70 [jax]=90
-  [titan_launched]=75 [megatron_launched]=75 [titan_parity]=40 [megatron_checks]=60 [ds_resume]=40)
+  [titan_launched]=75 [megatron_launched]=75 [titan_parity]=40 [megatron_checks]=60 [ds_resume]=40
+  [fsdp_launched]=100 [ds_zero2_launched]=75 [hf_launched]=75 [jax_launched]=95 [torch_refused]=15)
 
 side_step() {
   local dir=$1 step=$2
   case "$step" in
-    titan_launched)
-      launch_local torchtitan/llama titan-1b-h200 "$dir/launch" "$(launched_args)" "$DEPS/titan" \
-        > "$dir/titan_launch.txt" 2>&1 || return 1
-      find "$dir/launch" -path '*titan-1b-h200*' -name summary.json -exec cp {} "$dir/titan_launched.json" \; ;;
-    megatron_launched)
-      launch_local megatron/gpt megatron-1b-h200 "$dir/launch" "$(launched_args recompute selective)" \
-        "$DEPS/megatron" > "$dir/megatron_launch.txt" 2>&1 || return 1
-      find "$dir/launch" -path '*megatron-1b-h200*' -name summary.json -exec cp {} "$dir/megatron_launched.json" \; ;;
+    torch_refused)
+      # The machine's torch against the lock's, without TS_ACCEPT_TORCH: the launch must refuse, naming both.
+      TS_ACCEPT_TORCH="" launch_local pytorch/fsdp fsdp-refused "$dir/launch" "$(launched_args)" "$DEPS/fsdp" \
+        > "$dir/torch_refused.txt" 2>&1 && { echo "not refused" >> "$dir/torch_refused.txt"; return 1; }
+      grep -q "training_job_accept_torch" "$dir/torch_refused.txt" ;;
+    *_launched)
+      local case=${step%_launched} deps args
+      deps=${case%%_*}
+      [ "$deps" = ds ] && deps=deepspeed
+      case "$case" in
+        megatron) args=$(launched_args recompute selective) ;;
+        ds_zero2) args=$(launched_args zero-stage 2) ;;
+        hf) args=$(printf '{"training_job_args": {"init-config": "%s", "batch-size": %s, "seq-len": %s, "steps": %s, "lr": 2e-4, "lora-rank": 16, "lora-alpha": 32, "lora-dropout": 0.05, "lora-targets": "all-linear"}}' \
+              "$SHAPE_CONFIG" "$SHAPE_BATCH" "$SHAPE_SEQ" "${TS_TESTCASE_STEPS:-30}") ;;
+        *) args=$(launched_args) ;;
+      esac
+      carry "$deps" || return 1
+      launch_local "${CASE_OF[$deps]}" "$case-$GPU_TAG" "$dir/launch" "$args" "$DEPS/$deps" \
+        > "$dir/${case}_launch.txt" 2>&1 || return 1
+      find "$dir/launch" -path "*$case-$GPU_TAG*" -name summary.json -exec cp {} "$dir/${case}_launched.json" \; ;;
     titan_parity)
       PYTHONPATH="$LIB:$DEPS/titan" "$PY" testcases/torchtitan/llama/parity.py --output "$dir/parity.json" > "$dir/parity.log" 2>&1 ;;
     megatron_checks)
@@ -226,7 +234,7 @@ side_by_side() {
     echo "$name: $step rc=$status in $((SECONDS - started))s" | tee -a "$dir/steps.txt"
     case "$step" in
       *_launched) runs+=("$step") ;;
-      *_parity | *_checks | *_resume) ;;
+      *_parity | *_checks | *_resume | torch_refused) ;;
       *) runs+=("${step}_direct") ;;
     esac
   done
@@ -248,7 +256,7 @@ run_verify() {
 }
 
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|all..." >&2
+  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|locked|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" -m bench.catalog_peak "$INSTANCE_TYPE") || exit 2
@@ -257,7 +265,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # Only the parts that run Ansible or pytest need them: tests, launch, verify and the launched sub-steps.
 needs_tools() {
   local chosen=${TS_STEPS:-}
-  [ -z "$chosen" ] && [[ " $* " =~ \ (testcases|megatron)\  ]] && chosen=_launched
+  [ -z "$chosen" ] && [[ " $* " =~ \ (testcases|megatron|locked)\  ]] && chosen=_launched
   [[ " $* " =~ \ (tests|launch|verify|all)\  || "$chosen" == *_launched* ]]
 }
 needs_tools "$@" && deps "$@"
@@ -274,6 +282,8 @@ for part in "$@"; do
     hf) side_by_side hf hf fsdp || status=1 ;;
     jax) side_by_side jax jax fsdp || status=1 ;;
     frameworks) side_by_side frameworks fsdp titan megatron ds_zero2 hf jax || status=1 ;;
+    locked) side_by_side locked torch_refused fsdp_launched titan_launched megatron_launched ds_zero2_launched \
+      hf_launched jax_launched || status=1 ;;
     verify) run_verify || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac

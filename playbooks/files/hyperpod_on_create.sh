@@ -174,6 +174,14 @@ for index, worker in enumerate(workers):
         partitions.append({"name": partition, "groups": []})
     next(p for p in partitions if p["name"] == partition)["groups"].append(group)
 
+# Where the nodes read the cluster's munge key: an SSM SecureString (hyperpod_cluster writes it) in a region.
+key_parameter = params.get("munge_key_ssm_parameter") or ""
+region = params.get("aws_region") or ""
+if key_parameter and not (isinstance(key_parameter, str) and re.fullmatch(r"/[A-Za-z0-9_./-]{1,1010}", key_parameter)):
+    fail(f"{pp}: munge_key_ssm_parameter must be an SSM parameter name starting with / (got {key_parameter!r})")
+if key_parameter and not (isinstance(region, str) and re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]", region)):
+    fail(f"{pp}: aws_region must be the AWS region of munge_key_ssm_parameter, such as us-east-1 (got {region!r})")
+
 nodes = []
 for group in groups:
     role, partition = roles.get(group["Name"], ("", ""))
@@ -202,6 +210,8 @@ print(json.dumps({
     "hyperpod_nodes": [n for n in nodes if n["role"]],
     "hyperpod_partitions": partitions,
     "hyperpod_fsx": {"dns_name": params.get("fsx_dns_name") or "", "mount_name": params.get("fsx_mountname") or ""},
+    "hyperpod_munge_key_parameter": key_parameter,
+    "hyperpod_aws_region": region,
 }, indent=1))
 PY
 }

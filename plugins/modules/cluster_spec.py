@@ -18,6 +18,11 @@ description:
     a queue's instance type must be in the instance catalog (C(stacks/instance_types.yml)), C(efa=true) needs
     a type with EFA, FSx for Lustre sizes and per-unit throughputs must be ones AWS accepts for the
     deployment type, and the image's stack must support every queue's instance family.
+  - Then refuses what any target service (ParallelCluster, SageMaker HyperPod, AWS PCS, Amazon EKS, AWS
+    Batch) would refuse, naming the key, the service and the rule's source
+    (C(module_utils/cluster/target_limits.py)), for example a cluster name PCS or HyperPod refuses, a queue
+    named C(default), more queues than ParallelCluster takes, a misspelt region or head node instance type
+    (with a suggestion).
   - Returns the spec with every default filled. Reads nothing from AWS and changes nothing.
   - "Pure controller-side computation; run it with C(delegate_to: localhost) or in a
     C(hosts: localhost) play."

@@ -8,15 +8,16 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ecr_repositories
-short_description: Make the Amazon ECR repositories of a container build and return the registry's login
+short_description: Make the Amazon ECR repositories of a container build and log in to the registry
 description:
   - Creates each repository of O(names) that does not exist, with image scanning on push, the tag mutability
     of O(image_tag_mutability) and server-side encryption (AES-256, or the KMS key O(kms_key)); an existing
     repository gets the scanning and mutability asked for (ECR cannot change a repository's encryption; a
     different one is reported, not changed). Nothing changes on a second run.
-  - With O(login=true), also returns the registry's login from C(GetAuthorizationToken) (user C(AWS) and a
-    password valid for 12 hours) for C(buildah login) or an auth file. Run the task with C(no_log) then, as
-    the password is a credential.
+  - With O(auth_file), also logs in to the registry as C(buildah login) does, in the module itself - the
+    login from C(GetAuthorizationToken) (user C(AWS), a password valid for 12 hours) is written into that
+    containers auth file (mode 0600, replaced atomically, other registries' entries kept), which buildah,
+    podman and skopeo read. The password is never returned; the result says where it went.
 version_added: 0.1.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -42,10 +43,11 @@ options:
   kms_key:
     description: KMS key for the repositories' encryption (default AES-256 with ECR's own key).
     type: str
-  login:
-    description: Return the registry's login (C(username), C(password), C(registry)).
-    type: bool
-    default: false
+  auth_file:
+    description:
+      - A containers auth file (C(containers-auth.json)) to write the registry's login into, such as root's
+        C(/run/containers/0/auth.json); made when missing. Not given, the module does not log in.
+    type: path
 extends_documentation_fragment:
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -53,13 +55,11 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
-- name: Make the repositories and get the login
+- name: Make the repositories and log in (buildah's auth file)
   trainstack.cluster.ecr_repositories:
     region: us-east-1
     names: [ml/trainstack/base, ml/trainstack/pytorch]
-    login: true
-  register: ecr
-  no_log: true
+    auth_file: /run/containers/0/auth.json
 """
 
 RETURN = r"""
@@ -68,18 +68,18 @@ repositories:
   returned: always
   type: list
   elements: dict
-username:
-  description: The registry's user (C(AWS)).
-  returned: when login
-  type: str
-password:
-  description: The registry's password (a credential, valid 12 hours).
-  returned: when login
-  type: str
 registry:
-  description: The registry's host (C(<account>.dkr.ecr.<region>.amazonaws.com)).
-  returned: when login
+  description: The registry's host (C(<account>.dkr.ecr.<region>.amazonaws.com)), the auth file's key.
+  returned: when O(auth_file) is given
   type: str
+auth_file:
+  description: The auth file the login was written to.
+  returned: when O(auth_file) is given
+  type: str
+auth_file_changed:
+  description: Whether the auth file changed (a new password changes it).
+  returned: when O(auth_file) is given
+  type: bool
 """
 
 import base64
@@ -94,6 +94,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client impo
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import reported
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.drift import drift, warn
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.errors import or_none
+from ansible_collections.trainstack.cluster.plugins.module_utils.files import registry_auth
 
 
 def encryption(kms_key: str | None) -> dict[str, str]:
@@ -143,16 +144,20 @@ def ensure(module: Any, client: Any, name: str) -> tuple[dict[str, Any], bool]:
     return repo, changed
 
 
-def login(client: Any, registry_id: str | None) -> dict[str, str]:
-    """The registry's user, password and host from its authorization token (base64 of 'AWS:<password>')."""
+def login(module: Any, client: Any, registry_id: str | None, auth_file: str) -> dict[str, Any]:
+    """Log in to the registry in `auth_file` with its authorization token (base64 of 'AWS:<password>').
+
+    The password goes from ECR's answer into the file and nowhere else: the result names the registry and
+    the file, never the token."""
     ids = {"registryIds": [registry_id]} if registry_id else {}
     data = client.get_authorization_token(**ids)["authorizationData"][0]
     username, _sep, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
-    return {
-        "username": username,
-        "password": password,
-        "registry": data["proxyEndpoint"].removeprefix("https://").rstrip("/"),
-    }
+    registry = data["proxyEndpoint"].removeprefix("https://").rstrip("/")
+    try:
+        changed = registry_auth.write(auth_file, registry, username, password, dry_run=module.check_mode)
+    except (OSError, registry_auth.RegistryAuthError) as exc:
+        module.fail_json(msg=f"auth_file: cannot write the registry's login: {exc}")
+    return {"registry": registry, "auth_file": auth_file, "auth_file_changed": changed}
 
 
 def main() -> None:
@@ -174,7 +179,7 @@ def main() -> None:
             "scan_on_push": {"type": "bool", "default": True},
             # A key id or ARN, not a secret.
             "kms_key": {"type": "str", "no_log": False},
-            "login": {"type": "bool", "default": False},
+            "auth_file": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -187,8 +192,9 @@ def main() -> None:
             result["repositories"].append(
                 {"name": name, "uri": repo.get("repositoryUri", ""), "changed": changed}
             )
-        if module.params["login"]:
-            result.update(login(client, module.params["registry_id"]))
+        if module.params["auth_file"]:
+            result.update(login(module, client, module.params["registry_id"], module.params["auth_file"]))
+            result["changed"] |= result["auth_file_changed"]
     module.exit_json(**result)
 
 

@@ -31,6 +31,11 @@ description:
     cluster whose instance groups have the spec's counts is left alone; a different count (or a new queue)
     is sent as C(UpdateCluster) with the rendered instance groups. Other differences are reported as
     warnings.
+  - The cluster's munge key lives in an SSM SecureString parameter, C(/trainstack/hyperpod/<name>/munge-key),
+    which C(provisioning_parameters.json) names for the lifecycle script; nodes read it with the execution
+    role. With O(state=present) the module writes it, 1024 random bytes in base64, when it is missing (an
+    existing key is kept, as a new one would lock the running nodes out); with O(state=absent) it deletes it
+    after the cluster. The key never appears in the module's result or log.
   - With O(state=absent), deletes the cluster and waits until it is gone.
 version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
@@ -140,6 +145,12 @@ scaled:
   description: Instance groups whose count changed (or that were added), by name, as C(old -> new).
   returned: with O(state=present), unless O(render_only)
   type: dict
+munge_key:
+  description:
+    - The SSM parameter of the cluster's munge key (C(parameter), its name) and what was done to it
+      (C(action), C(create), C(delete) or C(none)); never the key.
+  returned: unless O(render_only)
+  type: dict
 progress:
   description: The statuses seen while waiting, as C(<seconds>s <status>).
   returned: unless O(render_only)
@@ -147,6 +158,8 @@ progress:
   elements: str
 """
 
+import base64
+import os
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws.client import client, reported
@@ -157,12 +170,48 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.hyperpod_render import (
     HyperPodRenderError,
     HyperPodRequestError,
+    munge_key_parameter,
     render,
     validate,
 )
 
 POLL_SECONDS = 30
 FAILED = ("Failed", "RollingBack")
+# munged takes keys of 32 bytes to 1 MiB; 1024 random bytes is what the lab's and ParallelCluster's keys are.
+MUNGE_KEY_BYTES = 1024
+
+
+def munge_key_exists(ssm: Any, name: str) -> bool:
+    """Whether the parameter exists, asked without reading it: DescribeParameters returns no value."""
+    found = ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
+    return bool(found["Parameters"])
+
+
+def ensure_munge_key(module: Any, ssm: Any, cluster: str) -> dict[str, str]:
+    """Write the cluster's munge key when it has none; an existing key is kept, never rotated (the running
+    nodes hold it). The key goes from os.urandom to SSM and nowhere else: not into the result, not the log."""
+    name = munge_key_parameter(cluster)
+    if munge_key_exists(ssm, name):
+        return {"parameter": name, "action": "none"}
+    if not module.check_mode:
+        ssm.put_parameter(
+            Name=name,
+            Description=f"munge key of SageMaker HyperPod cluster {cluster} (trainstack)",
+            Value=base64.b64encode(os.urandom(MUNGE_KEY_BYTES)).decode("ascii"),
+            Type="SecureString",
+            Tags=[{"Key": "trainstack:cluster", "Value": cluster}],
+        )
+    return {"parameter": name, "action": "create"}
+
+
+def remove_munge_key(module: Any, ssm: Any, cluster: str) -> dict[str, str]:
+    """Delete the cluster's munge key: it must not outlive the cluster."""
+    name = munge_key_parameter(cluster)
+    if not munge_key_exists(ssm, name):
+        return {"parameter": name, "action": "none"}
+    if not module.check_mode:
+        ssm.delete_parameter(Name=name)
+    return {"parameter": name, "action": "delete"}
 
 
 def describe(sagemaker: Any, name: str) -> dict[str, Any] | None:
@@ -346,15 +395,21 @@ def main() -> None:
         if params["render_only"]:
             module.exit_json(**result)
     sagemaker = client(module, "sagemaker", spec["region"])
+    ssm = client(module, "ssm", spec["region"])
     waiter = Waiter.of_module(module, "HyperPod", POLL_SECONDS, hint(spec["name"], params["state"]))
     with reported(module, f"HyperPod cluster {spec['name']}"):
         try:
             if params["state"] == "present":
+                # Before the cluster: its first nodes read the key as soon as they boot.
+                key = ensure_munge_key(module, ssm, spec["name"])
                 result.update(present(module, sagemaker, result["request"], waiter))
             else:
                 result.update(absent(module, sagemaker, spec["name"], waiter))
+                key = remove_munge_key(module, ssm, spec["name"])
         except HyperPodRequestError as exc:
             module.fail_json(msg=str(exc), operation=exc.operation)
+    result["munge_key"] = key
+    result["changed"] = result["changed"] or key["action"] != "none"
     module.exit_json(**result)
 
 

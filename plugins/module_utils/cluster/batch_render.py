@@ -27,6 +27,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     botocore_model,
     launch_template,
+    resilience,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
@@ -299,7 +300,7 @@ def job_definition_request(
                 {"targetNodes": "0:", "instanceTypes": [queue["instance_type"]], "container": container}
             ],
         },
-        "retryStrategy": {"attempts": 1},
+        "retryStrategy": resilience.batch_retry_strategy(resilience.of(spec)),
         "platformCapabilities": ["EC2"],
         "propagateTags": True,
     }
@@ -324,7 +325,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
         found.append("shared_storage: Batch mounts no file system; the launch template's user data mounts it")
     if spec["slurm_accounting"]:
         found.append("slurm_accounting: Batch runs no Slurm")
-    return found
+    return found + resilience.batch_not_rendered(resilience.of(spec))
 
 
 def render(

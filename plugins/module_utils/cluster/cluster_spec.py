@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import resilience, target_limits
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
@@ -175,6 +176,7 @@ SCHEMA: dict[str, Any] = {
         "slurm_accounting": _BOOL,
         "monitoring": _BOOL,
         "hyperpod": _HYPERPOD,
+        "resilience": resilience.SCHEMA,
     },
     "$defs": {"queue": _QUEUE, "fsx_lustre": _FSX},
 }
@@ -345,6 +347,7 @@ def _with_defaults(spec: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(spec))
     out.setdefault("slurm_accounting", False)
     out.setdefault("monitoring", True)
+    out["resilience"] = resilience.with_defaults(out.get("resilience"))
     if out["network"]["vpc"] == "new":
         out["network"].setdefault("cidr", "10.0.0.0/16")
     if "login_nodes" in out:
@@ -381,6 +384,7 @@ def normalise(
     catalog = catalog or instance_catalog.default()
     out = _with_defaults(spec)
     found = _network_problems(out["network"]) + _cluster_problems(out)
+    found += resilience.problems(spec.get("resilience"))
     image_found, stack = _image_problems(out["image"], stacks_dir(stacks))
     found += image_found
     for index, queue in enumerate(out["queues"]):
@@ -389,6 +393,7 @@ def normalise(
     fsx = out["shared_storage"].get("fsx_lustre")
     if fsx is not None:
         found += _fsx_problems(fsx)
+    found += target_limits.problems(out, catalog)  # what the target services refuse (names, counts, ...)
     if found:
         raise ClusterSpecError([f"{source}: {line}" for line in found])
     return out

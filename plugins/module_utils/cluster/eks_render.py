@@ -26,6 +26,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import 
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
     botocore_model,
     launch_template,
+    resilience,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.errors import (
     RenderError,
@@ -220,6 +221,7 @@ def node_group_requests(
     """CreateNodegroup per queue, in the compute subnet, on its launch template (named; the module pins the
     version EC2 answers with)."""
     private = _subnets(spec, foundation)[1]
+    repair = resilience.eks_node_repair(resilience.of(spec))
     found = []
     for queue in spec["queues"]:
         itype = catalog.get(queue["instance_type"])
@@ -240,6 +242,7 @@ def node_group_requests(
                 "version": "1",
             },
             "capacityType": CAPACITY_TYPE[queue["capacity_type"]],
+            "nodeRepairConfig": dict(repair),
             "tags": _tags(spec),
         }
         taints = node_taints(itype)
@@ -308,7 +311,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
         found.append(
             "monitoring: the exporters come with the eks-gpu image (dcgm); scraping is the cluster's"
         )
-    return found
+    return found + resilience.eks_not_rendered(resilience.of(spec))
 
 
 def render(

@@ -8,8 +8,9 @@ worker group per queue), each booting HyperPod's own image and running our lifec
 from an S3 prefix. The Slurm topology reaches the nodes in one of two ways HyperPod refuses to mix:
 
 - `provisioning_parameters` (the default): the lifecycle prefix holds HyperPod's provisioning_parameters.json
-  (controller_group, login_group, worker_groups with partition_name, fsx_dns_name, fsx_mountname), which the
-  lifecycle script reads; the request carries no Orchestrator and no SlurmConfig.
+  (controller_group, login_group, worker_groups with partition_name, fsx_dns_name, fsx_mountname, and ours:
+  munge_key_ssm_parameter and aws_region), which the lifecycle script reads; the request carries no
+  Orchestrator and no SlurmConfig.
 - `api`: the request says it itself (Orchestrator.Slurm, each group's SlurmConfig, FSx as the group's
   FsxLustreConfig) and the prefix must hold no provisioning_parameters.json. Only where the installed
   botocore's SageMaker model has Orchestrator.Slurm.
@@ -28,13 +29,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model, resilience
 
 CONTROLLER_GROUP = "controller"
 LOGIN_GROUP = "login"
 ON_CREATE = "on_create.sh"
 PROVISIONING_PARAMETERS = "provisioning_parameters.json"
 SLURM_CONFIG_MODES = ("provisioning_parameters", "api")
+# The cluster's munge key: an SSM SecureString the module writes before the cluster exists, deletes with it.
+# Why there and not on the shared file system: FSx is readable by root on every client of the file system and
+# outlives the cluster, and HyperPod replaces and adds nodes long after the first ones booted, so the key must
+# stay where a new node can read it: SSM, read with the cluster's execution role only (aws_foundation's
+# hyperpod-lifecycle policy), encrypted with the account's aws/ssm key.
+MUNGE_KEY_PARAMETER = "/trainstack/hyperpod/{name}/munge-key"
 # The model's ClusterInstanceGroupName / ClusterName pattern, anchored (the model's patterns are unanchored).
 GROUP_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 GROUP_NAME_MAX = 63
@@ -73,6 +80,11 @@ class HyperPodRequestError(ValueError):
 
 
 # ---------------------------------------------------------------- what HyperPod offers
+
+
+def munge_key_parameter(name: str) -> str:
+    """The SSM parameter that holds the munge key of HyperPod cluster `name` (MUNGE_KEY_PARAMETER)."""
+    return MUNGE_KEY_PARAMETER.format(name=name)
 
 
 def offered_types(model: Any = None) -> tuple[str, ...]:
@@ -256,6 +268,7 @@ def cluster_request(
 ) -> dict[str, Any]:
     """CreateCluster: every group from one lifecycle prefix, role and storage; nodes in the compute subnet."""
     threads = (spec.get("hyperpod") or {}).get("threads_per_core", 1)
+    section = resilience.of(spec)
     storage = _storage(spec, foundation, slurm_config)
     groups = []
     for key, name, itype, count in _groups(spec):
@@ -271,6 +284,10 @@ def cluster_request(
             group["InstanceStorageConfigs"] = storage
         if slurm_config == "api":
             group["SlurmConfig"] = _slurm_config(key, name)
+        if key.startswith("queues"):
+            # Deep checks hold a node out of Slurm until they pass: worth it where jobs run, not on the
+            # controller or the login nodes.
+            group.update(resilience.hyperpod_worker_group(section))
         groups.append(group)
     network = spec["network"]
     subnet = network["private_subnet_id"] if network["vpc"] == "existing" else foundation["subnet_private"]
@@ -285,12 +302,14 @@ def cluster_request(
     }
     if slurm_config == "api":
         request["Orchestrator"] = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    request.update(resilience.hyperpod_cluster(section))
     return request
 
 
 def provisioning_parameters(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> dict[str, Any]:
     """HyperPod's provisioning_parameters.json (version 1.0.0): which group is the controller, which the login
-    nodes, and the partition of each worker group; the FSx file system every node mounts."""
+    nodes, and the partition of each worker group; the FSx file system every node mounts; and, for our
+    lifecycle script, where the nodes read the munge key (the SSM parameter and its region)."""
     params: dict[str, Any] = {
         "version": "1.0.0",
         "workload_manager": "slurm",
@@ -304,6 +323,8 @@ def provisioning_parameters(spec: Mapping[str, Any], foundation: Mapping[str, An
     if spec["shared_storage"].get("fsx_lustre"):
         params["fsx_dns_name"] = foundation["fsx_dns_name"]
         params["fsx_mountname"] = foundation["fsx_mount_name"]
+    params["munge_key_ssm_parameter"] = munge_key_parameter(spec["name"])
+    params["aws_region"] = spec["region"]
     return params
 
 
@@ -320,7 +341,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
         found.append("slurm_accounting: no SageMaker field; the lifecycle script's node playbook sets it up")
     if spec["head_node"].get("ssh_key_name"):
         found.append("head_node.ssh_key_name: HyperPod nodes are reached through SSM, not an EC2 key pair")
-    return found
+    return found + resilience.hyperpod_not_rendered(resilience.of(spec))
 
 
 def render(

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import resilience
+
 # The stack OS ids the image factory builds -> ParallelCluster's Image.Os.
 PCLUSTER_OS = {"ubuntu-22.04": "ubuntu2204", "ubuntu-24.04": "ubuntu2404", "amzn-2023": "alinux2023"}
 CAPACITY_TYPE = {"on_demand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}
@@ -71,11 +73,12 @@ def _iam(foundation: Mapping[str, Any], *, s3_access: bool = True) -> dict[str, 
     return iam or None
 
 
-def _bootstrap(foundation: Mapping[str, Any], role: str) -> dict[str, Any]:
-    """The node's role first (the script also reads ParallelCluster's node type), then the checked bundle."""
+def _bootstrap(foundation: Mapping[str, Any], role: str, extra: list[str] | None = None) -> dict[str, Any]:
+    """The node's role first (the script also reads ParallelCluster's node type), then the checked bundle,
+    then the playbook variables this node's role needs (`-e KEY=VALUE`)."""
     bucket, digest = foundation["bucket"], foundation["bundle_sha256"]
     bundle = f"s3://{bucket}/{BUNDLE_PREFIX}{digest}.tar.gz"
-    args = [role, "--bundle", bundle, "--sha256", digest]
+    args = [role, "--bundle", bundle, "--sha256", digest, *(extra or [])]
     return {"OnNodeConfigured": {"Script": f"s3://{bucket}/{BOOTSTRAP_KEY}", "Args": args}}
 
 
@@ -95,7 +98,10 @@ def _head_node(spec: Mapping[str, Any], foundation: Mapping[str, Any], subnet: s
     iam = _iam(foundation)
     if iam:
         node["Iam"] = iam
-    node["CustomActions"] = _bootstrap(foundation, "head")
+    # The head node writes the node_health prolog and epilog into /opt/slurm, which every node shares.
+    node["CustomActions"] = _bootstrap(
+        foundation, "head", resilience.node_bootstrap_args(resilience.of(spec))
+    )
     return node
 
 
@@ -128,7 +134,9 @@ def _compute_resource(queue: Mapping[str, Any]) -> dict[str, Any]:
     return resource
 
 
-def _queue(queue: Mapping[str, Any], foundation: Mapping[str, Any], subnet: str) -> dict[str, Any]:
+def _queue(
+    queue: Mapping[str, Any], foundation: Mapping[str, Any], subnet: str, section: Mapping[str, Any]
+) -> dict[str, Any]:
     networking: dict[str, Any] = {"SubnetIds": [subnet], **_security_groups(foundation)}
     if queue["placement_group"]:
         group = foundation.get("placement_group")
@@ -138,6 +146,7 @@ def _queue(queue: Mapping[str, Any], foundation: Mapping[str, Any], subnet: str)
         "CapacityType": CAPACITY_TYPE[queue["capacity_type"]],
         "Networking": networking,
         "ComputeResources": [_compute_resource(queue)],
+        **resilience.pcluster_queue(section),
     }
     iam = _iam(foundation)
     if iam:
@@ -248,6 +257,10 @@ def render(
             "foundation.bundle_sha256 must be the 64 lowercase hex digits of the node bundle's sha256 "
             "(playbooks/node_bundle.yml prints it): every node checks the bundle it installs against it"
         )
+    section = resilience.of(spec)
+    refused = resilience.pcluster_problems(section)
+    if refused:
+        raise RenderError(refused[0])
     public, private = _subnets(spec, foundation)
     config: dict[str, Any] = {
         "Region": spec["region"],
@@ -260,7 +273,7 @@ def render(
     settings = _slurm_settings(spec, foundation)
     if settings:
         scheduling["SlurmSettings"] = settings
-    scheduling["SlurmQueues"] = [_queue(queue, foundation, private) for queue in spec["queues"]]
+    scheduling["SlurmQueues"] = [_queue(queue, foundation, private, section) for queue in spec["queues"]]
     config["Scheduling"] = scheduling
     storage = _shared_storage(spec, foundation.get("fsx_file_system_id"))
     if storage:

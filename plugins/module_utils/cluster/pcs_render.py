@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model
+from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model, resilience
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
 )
@@ -295,18 +296,27 @@ def _node_group(
     return request
 
 
+def _has_gpus(instance_type: str) -> bool:
+    itype = instance_catalog.default().find(instance_type)
+    return bool(itype and (itype.gpu_count or 0) > 0)
+
+
 def node_group_requests(
     spec: Mapping[str, Any],
     foundation: Mapping[str, Any],
     ami: str,
     default: Mapping[str, Any] | None,
     own: Mapping[str, Any],
+    version: str = "",
 ) -> list[dict[str, Any]]:
     """CreateComputeNodeGroup for each queue (compute subnet), then the login nodes (public subnet).
 
     A queue with its own launch template gets no securityGroupIds: PCS refuses them beside a template that
-    defines network interfaces, which an EFA template does, so its template carries the security group."""
+    defines network interfaces, which an EFA template does, so its template carries the security group.
+    A queue's group takes the spec's health checks where the cluster's Slurm `version` lets PCS run them;
+    the login nodes' group runs no jobs and takes none."""
     public, private = _subnets(spec, foundation)
+    section = resilience.of(spec)
     found = []
     for queue in spec["queues"]:
         request = _node_group(
@@ -324,6 +334,10 @@ def node_group_requests(
         )
         if queue["capacity_type"] == "spot":
             request["spotOptions"] = {"allocationStrategy": "price-capacity-optimized"}
+        if resilience.pcs_offers_health_checks(version):
+            request["instanceHealthChecks"] = resilience.pcs_health_checks(
+                section, gpus=_has_gpus(queue["instance_type"])
+            )
         found.append(request)
     login = spec.get("login_nodes")
     if login:
@@ -361,7 +375,7 @@ def queue_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def not_rendered(spec: Mapping[str, Any]) -> list[str]:
+def not_rendered(spec: Mapping[str, Any], version: str = "") -> list[str]:
     """Keys of the spec no PCS request carries, each with where it goes instead (reported, not refused)."""
     found = [
         "head_node.instance_type: PCS runs the Slurm controller itself "
@@ -381,7 +395,7 @@ def not_rendered(spec: Mapping[str, Any]) -> list[str]:
         "monitoring: PCS has no monitoring setting; detailed monitoring is the launch template's, and the "
         "exporters come with the node bootstrap"
     )
-    return found
+    return found + resilience.pcs_not_rendered(resilience.of(spec), version)
 
 
 def render(
@@ -413,9 +427,9 @@ def render(
         raise PcsRenderError(problems)
     return {
         "cluster": cluster_request(spec, foundation, str(version), str(size)),
-        "node_groups": node_group_requests(spec, foundation, str(ami), launch_template, own),
+        "node_groups": node_group_requests(spec, foundation, str(ami), launch_template, own, str(version)),
         "queues": queue_requests(spec),
-        "not_rendered": not_rendered(spec),
+        "not_rendered": not_rendered(spec, str(version)),
     }
 
 

@@ -24,6 +24,13 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_sch
 )
 
 _NUM_RE = re.compile(r"\d+")
+# A URL whose bytes change while it stays the same: a "latest"/"current"/"nightly"/"snapshot" name, or an
+# archive of a branch (main, master, HEAD) instead of a tag. A stack pins versions; such a URL would install
+# whatever is newest on the day of the build, and a lock entry for it would vouch for bytes that are gone.
+_MOVING_NAME_RE = re.compile(r"(?:^|[/_.=-])(latest|current|nightly|snapshot)(?:[/_.-]|$)", re.IGNORECASE)
+_BRANCH_ARCHIVE_RE = re.compile(
+    r"/(?:archive|tarball|zipball|raw|blob)/(?:refs/heads/)?(main|master|HEAD)(?:[/.]|$)", re.IGNORECASE
+)
 
 
 class StackError(ValueError):
@@ -154,6 +161,34 @@ def validate_stack(stack: Mapping[str, Any], source: str | None = None) -> None:
                     f"{label}: components.{name}.by_os.{override_os}: overrides an OS the component is not "
                     "scoped to"
                 )
+    moving = moving_url_problems(stack)
+    if moving:
+        raise StackError("\n".join(f"{label}: {line}" for line in moving))
+
+
+def moving_url_marker(url: str) -> str | None:
+    """The part of an artifact URL that names a moving target ('latest', a branch archive), or None."""
+    path = url.split("?", 1)[0].split("://", 1)[-1]
+    found = _MOVING_NAME_RE.search(path) or _BRANCH_ARCHIVE_RE.search(path)
+    return found.group(1) if found else None
+
+
+def moving_url_problems(stack: Mapping[str, Any]) -> list[str]:
+    """One line per artifact URL of the stack (components and their by_os overrides) that names a moving
+    target: its checksum or lock entry would stop matching the day the vendor publishes a new file."""
+    problems = []
+    for name, comp in stack["components"].items():
+        places = [(f"components.{name}", comp)]
+        places += [(f"components.{name}.by_os.{o}", over) for o, over in (comp.get("by_os") or {}).items()]
+        for where, part in places:
+            for index, art in enumerate(part.get("artifacts") or []):
+                marker = moving_url_marker(str(art.get("url", "")))
+                if marker:
+                    problems.append(
+                        f"{where}.artifacts[{index}].url: '{art['url']}' names a moving target ('{marker}'); "
+                        "pin the versioned URL of the release"
+                    )
+    return problems
 
 
 def unverified_artifacts(stack: Mapping[str, Any], os_id: str, arch: str) -> list[dict[str, Any]]:

@@ -417,6 +417,11 @@ def test_outputs_name_what_was_made(moto: MotoServer, given: Given, created: dic
     bucket = "arn:aws:s3:::sagemaker-trainstack-llm-b"
     assert statements["ListTheLifecyclePrefix"]["Resource"] == bucket
     assert statements["ReadTheLifecycleScripts"]["Resource"] == f"{bucket}/hyperpod/llm-b/*"
+    # The cluster's munge key (hyperpod_cluster writes it): read only, this cluster's only.
+    assert statements["ReadTheMungeKey"]["Action"] == ["ssm:GetParameter"]
+    assert statements["ReadTheMungeKey"]["Resource"] == (
+        f"arn:aws:ssm:{REGION}:*:parameter/trainstack/hyperpod/llm-b/munge-key"
+    )
     assert "ec2:CreateNetworkInterface" in statements["NetworkInterfacesInTheClusterVpc"]["Action"]
     assert (
         shared["eks_cluster_role_arn"],

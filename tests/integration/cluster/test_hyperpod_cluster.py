@@ -232,7 +232,12 @@ def test_create_in_service_again_unchanged_found_by_the_inventory_then_delete(
         "worker_groups": [{"instance_group_name": "a100", "partition_name": "a100"}],
         "fsx_dns_name": outputs()["fsx_dns_name"],
         "fsx_mountname": "abcdefgh",
+        "munge_key_ssm_parameter": "/trainstack/hyperpod/train-hp/munge-key",
+        "aws_region": REGION,
     }
+    ssm = moto.client("ssm", REGION)
+    stored = ssm.get_parameter(Name=params["munge_key_ssm_parameter"])["Parameter"]
+    assert stored["Type"] == "SecureString"
     on_create = s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}on_create.sh")["Body"].read()
     assert on_create == (REPO / "playbooks" / "files" / "hyperpod_on_create.sh").read_bytes()
 
@@ -256,3 +261,4 @@ def test_create_in_service_again_unchanged_found_by_the_inventory_then_delete(
     assert gone.returncode == 0, gone.stdout[-4000:]
     assert clusters(moto) == []
     assert objects(moto) == uploaded  # the lifecycle files stay
+    assert ssm.describe_parameters()["Parameters"] == []  # the munge key does not

@@ -18,7 +18,10 @@ back for the tests that follow.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -86,6 +89,10 @@ LIFECYCLE_FILES = (
     "node-bundle.tar.gz.sha256",
 )
 WORK_DIR = "/opt/trainstack/hyperpod"
+# The lab has no SSM: the cluster's munge key is a root-only file on each node (hyperpod_munge_key_file), one
+# key for the three nodes, as the SSM parameter is on AWS.
+MUNGE_KEY_FILE = "/root/hyperpod-munge.key"
+MUNGE_KEY = base64.b64encode(os.urandom(1024)).decode("ascii")
 # The lab's shared directory stands in for FSx; the script is told so, as its -e options allow.
 SHARED = "/shared"
 STATE_DIR = f"{SHARED}/.trainstack-hyperpod"
@@ -93,6 +100,7 @@ STATE_DIR = f"{SHARED}/.trainstack-hyperpod"
 CREATED_PATHS = [
     "/opt/ml",
     LIFECYCLE,
+    MUNGE_KEY_FILE,
     "/opt/trainstack",
     STATE_DIR,
     "/etc/trainstack/hyperpod.json",
@@ -115,7 +123,11 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+faile
 
 def _on_create(address: str, *args: str) -> Any:
     """Run the lifecycle script from its directory as root, as HyperPod does."""
-    options = ["-e", f"hyperpod_shared_dir={SHARED}", "-e", "hyperpod_wait_timeout=600", *args]
+    options = [
+        *("-e", f"hyperpod_shared_dir={SHARED}", "-e", "hyperpod_wait_timeout=600"),
+        *("-e", f"hyperpod_munge_key_file={MUNGE_KEY_FILE}"),
+        *args,
+    ]
     command = (
         f"export http_proxy={PROXY} https_proxy={PROXY} no_proxy={BRIDGE},localhost,127.0.0.1; "
         f"cd {LIFECYCLE} && bash on_create.sh {shlex.join(options)}"
@@ -156,6 +168,7 @@ def _lay_out(address: str, base_url: str) -> None:
     on_lab_node(
         f"mkdir -p /opt/ml/config {LIFECYCLE} && "
         f"printf %s {shlex.quote(json.dumps(RESOURCE_CONFIG))} > /opt/ml/config/resource_config.json && "
+        f"(umask 077 && printf %s {shlex.quote(MUNGE_KEY)} > {MUNGE_KEY_FILE}) && "
         f"{fetches}",
         address,
     )
@@ -202,6 +215,18 @@ def test_each_node_finds_its_role(first_run: dict[str, Any]) -> None:
         assert (record["role"], record["group"], record["partition"]) == (role, group, partition)
         assert record["node_name"] == HOSTNAMES[address]
         assert record["nodes"] == list(HOSTNAMES.values())
+
+
+def test_the_munge_key_is_installed_and_no_copy_is_on_the_shared_directory(first_run: dict[str, Any]) -> None:
+    """Every node holds the cluster's key in /etc/munge only (0400 munge); the shared directory holds none."""
+    assert all(proc.returncode == 0 for proc in first_run.values())
+    digest = hashlib.sha256(base64.b64decode(MUNGE_KEY)).hexdigest()
+    for address in HOSTNAMES:
+        key = "/etc/munge/munge.key"
+        installed = on_lab_node(f"sha256sum {key}; stat -c '%a %U' {key}", address)
+        assert installed.split() == [digest, key, "400", "munge"], address
+    shared = on_lab_node(f"find {STATE_DIR} -type f -exec sha256sum {{}} +", HEAD).split()
+    assert digest not in shared and not any("munge" in path for path in shared[1::2]), shared
 
 
 def _sinfo() -> set[str]:

@@ -105,3 +105,40 @@ def test_bad_fsx_size_fails_parallelclusters_own_validator(pcluster_python, rend
     rc, report = pcluster_check(pcluster_python, _broken(rendered, tmp_path, "fsx-size", resize))
     assert rc == 1
     assert any(line.startswith("FsxStorageCapacityValidator: ") for line in report["results"][0]["errors"])
+
+
+def test_health_checks_off_pass_and_a_wrong_value_fails_parallelclusters_schema(
+    pcluster_python, rendered, tmp_path
+):
+    """resilience.health_checks renders SlurmQueues[].HealthChecks.Gpu.Enabled: both values are
+    ParallelCluster's, and the schema does read the field (a string there is refused)."""
+
+    def switch_off(config: dict) -> None:
+        for queue in config["Scheduling"]["SlurmQueues"]:
+            assert queue["HealthChecks"] == {"Gpu": {"Enabled": True}}
+            queue["HealthChecks"]["Gpu"]["Enabled"] = False
+
+    rc, report = pcluster_check(pcluster_python, _broken(rendered, tmp_path, "health-off", switch_off))
+    assert (rc, report["results"][0]["schema_errors"], report["results"][0]["errors"]) == (0, [], [])
+
+    def garble(config: dict) -> None:
+        config["Scheduling"]["SlurmQueues"][0]["HealthChecks"]["Gpu"]["Enabled"] = "sometimes"
+
+    rc, report = pcluster_check(pcluster_python, _broken(rendered, tmp_path, "health-garbled", garble))
+    assert rc == 1
+    assert any("HealthChecks.Gpu.Enabled" in line for line in report["results"][0]["schema_errors"])
+
+
+def test_parallelcluster_has_no_setting_that_keeps_unhealthy_nodes(pcluster_python, rendered, tmp_path):
+    """Why resilience.replace_unhealthy_nodes: false is refused for ParallelCluster: no key of its schema
+    turns clustermgtd's replacement off (a made-up one is an unknown field)."""
+
+    def keep_nodes(config: dict) -> None:
+        config["Scheduling"]["SlurmSettings"]["ReplaceUnhealthyNodes"] = False
+
+    rc, report = pcluster_check(pcluster_python, _broken(rendered, tmp_path, "keep-nodes", keep_nodes))
+    assert rc == 1
+    assert (
+        "Scheduling.SlurmSettings.ReplaceUnhealthyNodes: Unknown field."
+        in report["results"][0]["schema_errors"]
+    )

@@ -108,3 +108,34 @@ def test_an_ecr_url_names_the_account_and_region() -> None:
     assert ecr_parts("https://123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/ml")["region"] == "cn-north-1"
     assert ecr_parts("https://registry.example.com/ml") == {}
     assert ecr_parts(f"http://{HOST}/ml") == {}
+
+
+def test_the_publish_play_reads_the_login_from_the_auth_file(tmp_path: Path) -> None:
+    """The registry requests' credentials come from the auth file container_ecr.yml wrote (through uri's
+    url_password, a no_log parameter), not from a variable holding the password: the publish play's own
+    expressions, evaluated by ansible-playbook with its variables."""
+    auth_file = tmp_path / "auth.json"
+    auth = base64.b64encode(b"AWS:pa:ss").decode()
+    auth_file.write_text(json.dumps({"auths": {HOST: {"auth": auth}, "other.example": {"auth": "eDp5"}}}))
+    playbook = REPO / "playbooks" / "build_container.yml"
+    publish = next(p for p in yaml.safe_load(playbook.read_text()) if p.get("name") == "Publish the images")
+    (ask,) = [t for t in publish["tasks"] if t["name"] == "Ask the registry which tags it holds"]
+    uri = ask["ansible.builtin.uri"]
+    play = {
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {**publish["vars"], "__container_registry_auth": {"file": str(auth_file), "host": HOST}},
+        "tasks": [
+            {
+                "ansible.builtin.assert": {"that": ["__user == 'AWS'", "__password == 'pa:ss'"]},
+                "vars": {"__user": uri["url_username"], "__password": uri["url_password"]},
+            }
+        ],
+    }
+    assert "password" not in json.dumps(publish["vars"]).lower()
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+    proc = run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml")],
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]

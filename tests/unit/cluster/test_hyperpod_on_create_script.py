@@ -240,7 +240,38 @@ BAD_INPUTS = [
         [RC, "no instance has a CustomerIpAddress of this node (", "127.0.0.1"],
     ),
     ("no-groups", {"InstanceGroups": []}, PARAMETERS, None, [RC, "InstanceGroups must be a non-empty list"]),
+    (
+        "munge-key-parameter-not-a-name",
+        RESOURCE_CONFIG,
+        _with(PARAMETERS, munge_key_ssm_parameter="s3://bucket/munge.key", aws_region="us-east-1"),
+        (0, 0),
+        [
+            PP,
+            "munge_key_ssm_parameter must be an SSM parameter name starting with / (got 's3://bucket/munge.key')",
+        ],
+    ),
+    (
+        "munge-key-parameter-without-region",
+        RESOURCE_CONFIG,
+        _with(PARAMETERS, munge_key_ssm_parameter="/trainstack/hyperpod/train-1/munge-key"),
+        (0, 0),
+        [PP, "aws_region must be the AWS region of munge_key_ssm_parameter"],
+    ),
 ]
+
+
+def test_the_plan_names_the_munge_key_parameter_the_cluster_module_wrote(lifecycle: Path) -> None:
+    """The node reads its munge key from SSM (playbooks/hyperpod_node.yml): the plan carries where."""
+    parameters = _with(
+        PARAMETERS, munge_key_ssm_parameter="/trainstack/hyperpod/train-1/munge-key", aws_region="eu-west-1"
+    )
+    found = plan(on_create(lifecycle, RESOURCE_CONFIG, parameters, (2, 0)))
+    assert found["hyperpod_munge_key_parameter"] == "/trainstack/hyperpod/train-1/munge-key"
+    assert found["hyperpod_aws_region"] == "eu-west-1"
+    # Without it (the lab's layout), the plan says none: the node playbook then wants a node-local key file.
+    assert (
+        plan(on_create(lifecycle, RESOURCE_CONFIG, PARAMETERS, (2, 0)))["hyperpod_munge_key_parameter"] == ""
+    )
 
 
 @pytest.mark.parametrize(("resource", "parameters", "here", "fragments"), case_params(BAD_INPUTS))

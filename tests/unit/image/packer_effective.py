@@ -1,11 +1,11 @@
 """What the amazon-ebs builds build, per flavour, as Packer itself evaluates it.
 
-The templates build each AMI from an OS-family source plus a `dynamic "source"` block that fills in the
-image's name, tags, instance type and AMI filter from `locals`, and one build serves every flavour. Reading
-the text alone cannot tell what a build ends up with, so this module merges, for each image, its source's
-settings with the build's own (statically with python-hcl2, as Packer does: a build may only add),
-substitutes the dynamic block's iterator by the entry it stands for, and asks `packer console` to evaluate
-every resulting expression, and every provisioner and post-processor of the build (source.name is the
+The templates build each AMI from the one amazon-ebs source plus a `dynamic "source"` block that fills in the
+image's name, tags, instance type, AMI filter, login user and root volume from `locals`, and one build serves
+every flavour. Reading the text alone cannot tell what a build ends up with, so this module merges, for each
+image, its source's settings with the build's own (statically with python-hcl2, as Packer does: a build may
+only add), substitutes the dynamic block's iterator by the entry it stands for, and asks `packer console` to
+evaluate every resulting expression, and every provisioner and post-processor of the build (source.name is the
 image's name, build.* a placeholder), with the given variables. The answer is comparable across layouts:
 template sets that give the same answer build the same AMIs.
 

@@ -85,13 +85,14 @@ def test_no_required_plugins_block_anywhere():
         assert "required_plugins" not in path.read_text(), path
 
 
-def test_one_amazon_source_per_os_family(sources):
-    """Images are table entries (locals) expanded by `dynamic "source"`, not a copied source each."""
-    assert set(sources) == {"ubuntu", "al2023"}
-    for family, src in sources.items():
-        assert src["ssh_username"] == f"${{local.amazon_families.{family}.ssh_username}}", family
-        for per_image in ("instance_type", "source_ami_filter", "ami_name", "tags"):
-            assert per_image not in src, f"{family}: {per_image} belongs to the image (builds.amazon.pkr.hcl)"
+def test_one_amazon_source_for_every_image(sources):
+    """Images are table entries (locals) expanded by `dynamic "source"`, not a copied source each; what an OS
+    family decides (user, root device) is table data too, so there is one source, not one per family."""
+    assert set(sources) == {"image"}
+    for per_image in ("instance_type", "source_ami_filter", "ami_name", "tags", "ssh_username"):
+        assert per_image not in sources["image"], f"{per_image} belongs to the image (builds.amazon.pkr.hcl)"
+    # A build's source block only adds to its source: the root mapping (the family's device) is the build's.
+    assert "launch_block_device_mappings" not in sources["image"]
 
 
 def test_every_amazon_image_has_an_encrypted_gp3_root_sized_by_variable(images):

@@ -77,7 +77,14 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
                 **common,
             },
             {"InstanceGroupName": "login", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1, **common},
-            {"InstanceGroupName": "a100", "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, **common},
+            {
+                "InstanceGroupName": "a100",
+                "InstanceType": "ml.p4d.24xlarge",
+                "InstanceCount": 2,
+                **common,
+                # the example's resilience.deep_health_checks, on the worker group only
+                "OnStartDeepHealthChecks": ["InstanceStress", "InstanceConnectivity"],
+            },
         ],
         "VpcConfig": {
             "SecurityGroupIds": [FOUNDATION["security_group"]],
@@ -87,6 +94,7 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
             {"Key": "trainstack:cluster", "Value": "train-hp"},
             {"Key": "trainstack:stack", "Value": current_stack_id},
         ],
+        "NodeRecovery": "Automatic",  # resilience.replace_unhealthy_nodes defaults to true
     }
     assert (
         "Orchestrator" not in request
@@ -99,7 +107,16 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
         "worker_groups": [{"instance_group_name": "a100", "partition_name": "a100"}],
         "fsx_dns_name": FOUNDATION["fsx_dns_name"],
         "fsx_mountname": FOUNDATION["fsx_mount_name"],
+        "munge_key_ssm_parameter": "/trainstack/hyperpod/train-hp/munge-key",
+        "aws_region": "us-east-1",
     }
+
+
+def test_the_nodes_read_the_munge_key_from_ssm_not_from_the_shared_file_system() -> None:
+    """No key, no key file on FSx: the lifecycle files name where a node with the cluster's role reads it."""
+    params = hyperpod_render.render(spec_of(), FOUNDATION, model=SAGEMAKER)["provisioning_parameters"]
+    assert params["munge_key_ssm_parameter"] == hyperpod_render.munge_key_parameter("train-hp")
+    assert not any("munge" in str(value) for key, value in params.items() if key != "munge_key_ssm_parameter")
 
 
 def test_no_login_nodes_no_login_group_and_no_fsx_no_fsx_keys() -> None:
@@ -196,8 +213,8 @@ def test_an_instance_type_hyperpod_does_not_offer_is_refused_naming_the_key() ->
 def test_group_names_spot_reservations_and_fsx_outputs_are_checked() -> None:
     raw = yaml.safe_load(HYPERPOD_SPEC.read_text())
     raw["queues"] = [
-        {"name": "login", "instance_type": "p4d.24xlarge", "max_count": 1},
-        {"name": "spot-", "instance_type": "p5.48xlarge", "max_count": 1, "capacity_type": "spot"},
+        {"name": "login-q", "instance_type": "p4d.24xlarge", "max_count": 1},
+        {"name": "spot", "instance_type": "p5.48xlarge", "max_count": 1, "capacity_type": "spot"},
         {
             "name": "held",
             "instance_type": "p5.48xlarge",
@@ -206,7 +223,11 @@ def test_group_names_spot_reservations_and_fsx_outputs_are_checked() -> None:
         },
     ]
     foundation = {k: v for k, v in FOUNDATION.items() if k != "fsx_mount_name"}
-    problems = refusal(cluster_spec.normalise(raw, "bad"), foundation)
+    spec = cluster_spec.normalise(raw, "bad")
+    # The spec itself refuses these two names (module_utils/cluster/target_limits.py); the renderer refuses
+    # them too, for a spec made in code after normalise.
+    spec["queues"][0]["name"], spec["queues"][1]["name"] = "login", "spot-"
+    problems = refusal(spec, foundation)
     assert (
         "queues[0].name: 'login' is already the instance group of login_nodes; rename the queue" in problems
     )

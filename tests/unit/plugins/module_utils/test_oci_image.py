@@ -266,6 +266,7 @@ def test_a_bearer_challenge_is_answered_with_a_token(token_registry: http.server
         "/v2/ns/img/manifests/1",
     ]
     assert TokenRegistry.seen[1][1] == "" and TokenRegistry.seen[2][1] == "Bearer t0ken"
+    assert "t0ken" not in json.dumps(info)  # container_image_info returns this: no registry token in it
 
 
 def test_basic_credentials_are_sent_only_when_asked(token_registry: http.server.ThreadingHTTPServer) -> None:
@@ -274,4 +275,7 @@ def test_basic_credentials_are_sent_only_when_asked(token_registry: http.server.
     with pytest.raises(oi.ImageError) as caught:
         oi.read_image(ref, scheme="http")
     assert caught.value.kind == "denied" and "(401)" in str(caught.value)
-    assert oi.read_image(ref, scheme="http", username="AWS", password="secret")["media_type"] == OCI_MANIFEST
+    info = oi.read_image(ref, scheme="http", username="AWS", password="secret")
+    assert info["media_type"] == OCI_MANIFEST
+    returned = json.dumps(info)
+    assert "secret" not in returned and base64.b64encode(b"AWS:secret").decode() not in returned

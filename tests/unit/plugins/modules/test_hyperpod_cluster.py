@@ -12,6 +12,7 @@ that each is valid input for SageMaker, not what SageMaker would answer.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ FOUNDATION = {
 ARGS = {"path": SPEC, "foundation": FOUNDATION, "poll_interval": 1, "wait_timeout": 60}
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdef012345"
 NOW = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+KEY_PARAMETER = "/trainstack/hyperpod/train-hp/munge-key"
 
 
 @pytest.fixture
@@ -142,6 +144,7 @@ def test_create_in_service_again_unchanged_then_delete_against_moto(run_module, 
     again = run_module(**moto_args(moto))
     assert not again.get("failed"), again
     assert (again["changed"], again["action"], again["scaled"]) == (False, "none", {})
+    assert again["munge_key"] == {"parameter": KEY_PARAMETER, "action": "none"}
 
     checked = run_module(**moto_args(moto, state="absent", _ansible_check_mode=True))
     assert (checked["changed"], checked["action"]) == (True, "delete")
@@ -154,17 +157,62 @@ def test_create_in_service_again_unchanged_then_delete_against_moto(run_module, 
     assert run_module(**moto_args(moto, state="absent"))["changed"] is False
 
 
+@pytest.mark.moto
+def test_the_munge_key_is_a_secure_string_made_with_the_cluster_kept_and_gone_with_it(
+    run_module, moto
+) -> None:
+    """Created before the cluster (its first nodes read it at boot), a SecureString of 1024 random bytes; a
+    second run keeps it (the running nodes hold it); teardown deletes it; no result carries its value."""
+    ssm = moto.client("ssm", REGION)
+    checked = run_module(**moto_args(moto, _ansible_check_mode=True))
+    assert checked["munge_key"] == {"parameter": KEY_PARAMETER, "action": "create"}
+    assert ssm.describe_parameters()["Parameters"] == []  # check mode wrote nothing
+
+    made = run_module(**moto_args(moto))
+    assert not made.get("failed"), made
+    assert made["munge_key"] == {"parameter": KEY_PARAMETER, "action": "create"}
+    stored = ssm.get_parameter(Name=KEY_PARAMETER, WithDecryption=True)["Parameter"]
+    assert stored["Type"] == "SecureString"
+    assert len(base64.b64decode(stored["Value"], validate=True)) == 1024
+    tags = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId=KEY_PARAMETER)["TagList"]
+    assert {"Key": "trainstack:cluster", "Value": "train-hp"} in tags
+
+    again = run_module(**moto_args(moto))
+    assert again["munge_key"]["action"] == "none"
+    kept = ssm.get_parameter(Name=KEY_PARAMETER, WithDecryption=True)["Parameter"]
+    assert (kept["Value"], kept["Version"]) == (stored["Value"], stored["Version"])
+
+    gone = run_module(**moto_args(moto, state="absent"))
+    assert gone["munge_key"] == {"parameter": KEY_PARAMETER, "action": "delete"}
+    assert ssm.describe_parameters()["Parameters"] == []
+    assert run_module(**moto_args(moto, state="absent"))["munge_key"]["action"] == "none"
+    for result in (checked, made, again, gone):
+        assert stored["Value"] not in json.dumps(result)
+
+
 # ---------------------------------------------------------------- on a Stubber: scale, timeout, failure
 
 
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
-    client = Session().create_client(
-        "sagemaker", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    """A stubbed SageMaker client, and an SSM one that finds the cluster's munge key already there (each
+    test runs the module once with state=present: one DescribeParameters, which returns no value)."""
+    session = Session()
+    clients = {
+        service: session.create_client(
+            service, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        for service in ("sagemaker", "ssm")
+    }
+    stubber = Stubber(clients["sagemaker"])
+    ssm = Stubber(clients["ssm"])
+    ssm.add_response(
+        "describe_parameters",
+        {"Parameters": [{"Name": KEY_PARAMETER, "Type": "SecureString"}]},
+        {"ParameterFilters": [{"Key": "Name", "Option": "Equals", "Values": [KEY_PARAMETER]}]},
     )
-    stubber = Stubber(client)
-    monkeypatch.setattr(AnsibleAWSModule, "client", lambda *_a, **_k: client)
-    with stubber:
+    monkeypatch.setattr(AnsibleAWSModule, "client", lambda _module, service, **_k: clients[service])
+    with stubber, ssm:
         yield stubber
     stubber.assert_no_pending_responses()
 

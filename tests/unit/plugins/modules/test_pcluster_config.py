@@ -114,6 +114,9 @@ def test_p4d_renders_a_new_vpc_scratch_fsx_with_import_path(run_module):
         }
     ]
     assert queue["CustomActions"]["OnNodeConfigured"]["Args"] == ["compute", *BUNDLE_ARGS]
+    # resilience defaults: ParallelCluster's GPU check on, our node_health prolog installed by the head node
+    assert queue["HealthChecks"] == {"Gpu": {"Enabled": True}}
+    assert head["CustomActions"]["OnNodeConfigured"]["Args"] == ["head", *BUNDLE_ARGS]
     assert "SlurmSettings" not in config["Scheduling"]
     assert config["SharedStorage"] == [
         {
@@ -282,6 +285,23 @@ def test_render_refuses_naming_the_missing_input(run_module, tmp_path, name, fou
     assert res["failed"]
     assert fragment in res["msg"]
     assert not dest.exists()
+
+
+def test_render_refuses_to_keep_unhealthy_nodes_and_turns_health_checks_off(run_module):
+    spec = yaml.safe_load(EXAMPLE_SPECS["p4d"].read_text())
+    spec["resilience"] = {"replace_unhealthy_nodes": False}
+    res = run_module("pcluster_config", spec=spec, foundation=FOUNDATION, ami_id=AMI)
+    assert res["failed"]
+    assert "resilience.replace_unhealthy_nodes: ParallelCluster always replaces" in res["msg"]
+    spec["resilience"] = {"health_checks": False}
+    config = run_module("pcluster_config", spec=spec, foundation=FOUNDATION, ami_id=AMI)["config"]
+    assert config["Scheduling"]["SlurmQueues"][0]["HealthChecks"] == {"Gpu": {"Enabled": False}}
+    assert config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Args"] == [
+        "head",
+        *BUNDLE_ARGS,
+        "-e",
+        "node_bootstrap_health_hooks=false",
+    ]
 
 
 def test_render_refuses_a_bad_spec_given_as_data(run_module):

@@ -6,7 +6,15 @@ locals {
   # The stack to install: -var stack_id=..., else the collection's current stack (stacks/current, its one default).
   stack_id = var.stack_id != "" ? var.stack_id : trimspace(file(abspath("${path.root}/../stacks/current")))
 
-  common_tags = merge(var.extra_tags, {
+  # The AMI flavours whose roles include pytorch, which bakes the test case environments (build_image.yml's
+  # image_flavours; tests/unit/image/test_packer_templates.py keeps the two in step). Their builds are tagged
+  # with the test cases asked for ("all": the role's default); image.json says what was baked and skipped.
+  baking_flavours = ["slurm-gpu", "pcluster-gpu"]
+  testcase_tags = contains(local.baking_flavours, var.flavour) ? {
+    "trainstack:pytorch_testcases" = var.pytorch_testcases == null ? "all" : join(",", var.pytorch_testcases)
+  } : {}
+
+  common_tags = merge(var.extra_tags, local.testcase_tags, {
     "trainstack:stack"    = local.stack_id
     "trainstack:revision" = var.source_revision
     "trainstack:built"    = local.timestamp
@@ -26,13 +34,17 @@ locals {
     "ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
   ]
 
-  ansible_common_args = [
+  # The test cases' names joined by commas (validated names: no space or shell character, so the local build's
+  # shell command takes them as one word); the pytorch role splits them. Absent: the role's default, all.
+  pytorch_testcases_args = var.pytorch_testcases == null ? [] : ["-e", "pytorch_testcases=${join(",", var.pytorch_testcases)}"]
+
+  ansible_common_args = concat([
     "-e", "trainstack_stack=${local.stack_id}",
     "-e", "image_source_revision=${var.source_revision}",
     "-e", "artifact_mirror_url=${var.artifact_mirror_url}",
     "-e", "image_output_dir=${abspath(var.output_dir)}",
     "-e", "pytorch_wheelhouse=${var.wheelhouse}",
-  ]
+  ], local.pytorch_testcases_args)
 
   ubuntu_owner    = "099720109477"
   amazon_owner    = "amazon"

@@ -31,6 +31,18 @@ variable "artifact_mirror_url" {
   description = "Mirror base URL (http(s)://, file:// or s3://) replacing vendor downloads; empty: upstream."
 }
 
+variable "pytorch_testcases" {
+  type        = list(string)
+  default     = null
+  description = "Test cases (pytorch/fsdp) whose environments the pytorch role bakes into the image at /opt/trainstack/envs/<case>-<key>, from each one's lock for the image (the lab's in the local image); null: every test case of the catalog, []: none. Listed in image.json (testcase_envs)."
+
+  # Packer 1.6.6 has no regex(): a name is one when the pattern, replaced, leaves nothing of it.
+  validation {
+    condition     = length([for c in(var.pytorch_testcases == null ? [] : var.pytorch_testcases) : c if regex_replace(c, "^[A-Za-z0-9][A-Za-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$", "") != ""]) == 0
+    error_message = "The pytorch_testcases must be test case names such as pytorch/fsdp (framework/case: letters, digits, '_', '-', '.')."
+  }
+}
+
 # ---------------------------------------------------------------- AWS
 
 variable "flavour" {

@@ -49,12 +49,19 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sdist_wheels import SOURCE_BUILDS, build, existing_wheel, name_and_version
-
 REPO = Path(__file__).resolve().parents[1]
-LOCK_NAME = "requirements.lock"
-MAKE_COMMAND = "make testcase-locks"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / ".cache" / "collections"))
+
+# The naming rule of the locks is the launch's (module_utils/launch/locks.py): the launch picks, and an image
+# build bakes, the file this script writes, by the same name.
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch.locks import (  # noqa: E402
+    LAB_TARGET,
+    MAKE_COMMAND,
+    gpu_target,
+    lock_name,
+)
+from sdist_wheels import SOURCE_BUILDS, build, existing_wheel, name_and_version  # noqa: E402
 
 # The lab's nodes (the local image is Debian 12): the interpreter and C library wheels must fit.
 LAB_PYTHON = "3.11"
@@ -67,7 +74,6 @@ CPU_BUILDS = frozenset({"torch"})
 CPU_LABEL = "cpu"
 PUBLISHED_INDEX = "https://pypi.org/simple"
 
-LAB_TARGET = "lab"
 GPU_TABLE = REPO / "testcases" / "gpu_targets.yml"
 STACKS = REPO / "stacks"
 # Per image OS: the Python its PyTorch virtualenv is made with (roles/pytorch/vars/<os>.yml; Amazon Linux
@@ -77,7 +83,6 @@ OS_PLATFORMS: dict[str, tuple[str, int]] = {
     "ubuntu-22.04": ("3.10", 35),
     "amzn-2023": ("3.11", 34),
 }
-_TARGET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 # Package names that carry a CUDA major: nvidia-nccl-cu13, nvidia-cudnn-cu13, jax-cuda13-plugin, ...
 _CUDA_NAME_RE = re.compile(r"(?:-cu|-cuda)(\d+)(?:-|$)")
 
@@ -99,16 +104,6 @@ class Pin:
             f"    --hash=sha256:{digest}" + (" \\" if i < len(self.hashes) - 1 else "")
             for i, digest in enumerate(self.hashes)
         ]
-
-
-def lock_name(target: str = LAB_TARGET) -> str:
-    """The file name of a test case's lock for ``target``: ``requirements.lock`` for the lab,
-    ``requirements.<target>.lock`` for another (``gpu-ubuntu-24.04-x86_64``). Pure: no file is read."""
-    if target == LAB_TARGET:
-        return LOCK_NAME
-    if not _TARGET_RE.match(target) or ".." in target or target.endswith(".lock"):
-        raise ValueError(f"testcase_lock: '{target}' is not a target name (such as gpu-ubuntu-24.04-x86_64)")
-    return f"requirements.{target}.lock"
 
 
 def lock_path(manifest: Path, target: str = LAB_TARGET) -> Path:
@@ -170,7 +165,7 @@ def gpu_targets(stack: dict[str, Any]) -> list[Target]:
             )
         python, glibc = OS_PLATFORMS[os_id]
         for arch in scope["arch"]:
-            targets.append(Target(f"gpu-{os_id}-{arch}", os_id, arch, python, glibc))
+            targets.append(Target(gpu_target(os_id, arch), os_id, arch, python, glibc))
     return targets
 
 

@@ -9,7 +9,6 @@ module_utils/launch/plan.py; this plugin only gathers its inputs and turns probl
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -21,13 +20,13 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instanc
     default as catalog_default,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
-from ansible_collections.trainstack.cluster.plugins.module_utils.launch import plan
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import locks, plan
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
 
 PREFIX = "training_job_"
 # What the role sets itself (never a caller's input, but visible under the prefix on a second launch).
 ROLE_RESULTS = ("training_job_summary", "training_job_result")
-ARGS = ("request", "catalog", "argument_specs", "image", "image_unchecked")
+ARGS = ("request", "catalog", "argument_specs", "image", "image_unchecked", "node")
 NOTHING = "Nothing was submitted."
 
 
@@ -38,9 +37,8 @@ def known_variables(argument_specs: str) -> list[str]:
 
 
 def catalog_testcases(catalog: str) -> list[str]:
-    """The test cases of the catalog: ``<framework>/<case>`` directories that hold a testcase.yml."""
-    found = glob.glob(os.path.join(catalog, "*", "*", "testcase.yml"))
-    return sorted(os.path.relpath(os.path.dirname(path), catalog) for path in found)
+    """The test cases of the catalog (module_utils/launch/locks.py: an image build lists them alike)."""
+    return locks.catalog_testcases(catalog)
 
 
 def read_manifest(catalog: str, testcase: str) -> dict[str, Any]:
@@ -53,8 +51,14 @@ def instance_entry(name: str) -> dict[str, Any]:
     return catalog.get(name, {}).as_dict() if name and name in catalog.names() else {}
 
 
-def refusals(request: Mapping[str, Any], catalog: str, known: list[str]) -> tuple[str, dict[str, Any] | None]:
-    """The first refusal of the request (or ''), and the manifest once the request may read it."""
+def refusals(
+    request: Mapping[str, Any], catalog: str, known: list[str], node: Mapping[str, Any] | None = None
+) -> tuple[str, dict[str, Any] | None]:
+    """The first refusal of the request (or ''), and the manifest once the request may read it.
+
+    ``node`` is what the role read about the nodes (OS, architecture, baked environments, the torch of
+    training_job_python): see module_utils/launch/plan.py.
+    """
     unknown = plan.unknown_variables([name for name in request if name.startswith(PREFIX)], known)
     if unknown:
         return (
@@ -76,7 +80,7 @@ def refusals(request: Mapping[str, Any], catalog: str, known: list[str]) -> tupl
     except yaml.YAMLError as err:
         return f"Cannot launch {testcase}: its testcase.yml is not valid YAML: {err} {NOTHING}", None
     problems = plan.request_problems(
-        request, manifest, catalog, instance_entry(request["training_job_instance_type"])
+        request, manifest, catalog, instance_entry(request["training_job_instance_type"]), node or {}
     )
     if problems:
         return f"Cannot launch {testcase}: {' '.join(problems)} {NOTHING}", None
@@ -97,7 +101,8 @@ class ActionModule(ActionBase):
         if missing:
             raise AnsibleActionFail(f"training_job_plan needs {', '.join(missing)}")
         request, catalog = dict(args["request"]), str(args["catalog"])
-        refusal, manifest = refusals(request, catalog, known_variables(str(args["argument_specs"])))
+        node = dict(args.get("node") or {})
+        refusal, manifest = refusals(request, catalog, known_variables(str(args["argument_specs"])), node)
         if refusal:
             return {**result, "failed": True, "msg": refusal}
         if manifest is None:  # refusals() gives a manifest whenever it refuses nothing
@@ -108,7 +113,9 @@ class ActionModule(ActionBase):
         result.update(
             changed=False,
             image_problems=problems,
-            plan=plan.launch_plan(request, manifest, catalog, instance, image, os.environ.get("TMPDIR", "")),
+            plan=plan.launch_plan(
+                request, manifest, catalog, instance, image, os.environ.get("TMPDIR", ""), node
+            ),
         )
         if problems and not plan.as_bool(args.get("image_unchecked", False)):
             return {**result, "failed": True, "msg": f"{' '.join(problems)} {NOTHING}"}

@@ -1,13 +1,15 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters of the launch layer (module_utils/launch), for the checks that must run where the payload is."""
+"""Filters of the launch layer (module_utils/launch), for the checks that must run where the payload is, and
+for an image build that bakes test case environments the launch will find (the same lock and key rules)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.launch import names, output, plan
+from ansible.errors import AnsibleFilterError
+from ansible_collections.trainstack.cluster.plugins.module_utils.launch import locks, names, output, plan
 
 
 def close_matches(unknown: Iterable[str], known: Iterable[str], prefix: str = "") -> str:
@@ -35,6 +37,64 @@ def duration_seconds(delta: str) -> float:
     return output.duration_seconds(str(delta))
 
 
+def testcase_names(catalog: str) -> list[str]:
+    """The catalog's test cases (``<framework>/<case>``), as the launch lists them."""
+    return locks.catalog_testcases(str(catalog))
+
+
+def testcase_envs(
+    catalog: str,
+    testcases: Iterable[str],
+    os_id: str,
+    arch: str,
+    stack: Mapping[str, Any],
+    python: str,
+    root: str = locks.BAKED_ROOT,
+    wheelhouse: Iterable[str] | None = None,
+) -> dict[str, Any]:
+    """The environments an image of ``os_id``/``arch`` bakes for ``testcases`` (module_utils/launch/locks.py):
+    the target (the lab's on an OS of the stack's ``scope.lab_os``), ``bake`` (each case with its lock, key
+    and path) and ``skipped`` (with the reason)."""
+    lab = [str(item) for item in ((stack.get("scope") or {}).get("lab_os") or [])]
+    target = locks.image_target(str(os_id), str(arch), lab)
+    files = None if wheelhouse is None else [str(item).rsplit("/", 1)[-1] for item in wheelhouse]
+    try:
+        envs = locks.baked_envs(
+            str(catalog), [str(c) for c in testcases], target, str(python), str(root), files
+        )
+    except ValueError as exc:
+        raise AnsibleFilterError(f"testcase_envs: {exc}") from exc
+    return {"target": target, **envs}
+
+
+def testcase_env_check(probe: Mapping[str, Any]) -> dict[str, str]:
+    """The self-check of one baked test case environment from its probe (a loop result whose ``item`` is the
+    image.json entry): its interpreter must start and, where its lock pins torch, import that version."""
+    env = probe.get("item") or {}
+    out = str(probe.get("stdout") or "").strip()
+    expected = str(env.get("torch") or "")
+    check = f"testcase-env:{env.get('case', '?')}"
+    if probe.get("rc") != 0:
+        error = str(probe.get("stderr") or probe.get("msg") or "").strip().splitlines()
+        return {
+            "check": check,
+            "status": "fail",
+            "detail": f"{env.get('path')}: {error[-1] if error else 'failed'}",
+        }
+    if expected and locks.public_version(out) != expected:
+        return {
+            "check": check,
+            "status": "fail",
+            "detail": f"{env.get('path')} has torch {out}, its lock pins {expected}",
+        }
+    found = f"torch {out}" if expected else "no torch in its lock"
+    return {
+        "check": check,
+        "status": "pass",
+        "detail": f"{env.get('path')} ({env.get('lock_name')}, {found})",
+    }
+
+
 class FilterModule:
     """trainstack.cluster launch filters."""
 
@@ -45,4 +105,7 @@ class FilterModule:
             "partition_nodes": partition_nodes,
             "rules_refusal": rules_refusal,
             "duration_seconds": duration_seconds,
+            "testcase_names": testcase_names,
+            "testcase_envs": testcase_envs,
+            "testcase_env_check": testcase_env_check,
         }

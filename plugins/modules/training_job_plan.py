@@ -18,6 +18,13 @@ description:
     breaks its rule (names, paths, counts, ports, environment and argument names, image references, Nsight
     Systems options), or the request does not fit the test case (launcher, includes, the lock and its pins,
     configs).
+  - The lock is the one of the nodes' target, C(requirements.lock) without GPUs and
+    C(requirements.gpu-<os>-<arch>.lock) on GPU nodes (GPUs and architecture from the instance catalog, the OS
+    from C(training_job_node_os) or O(node)); a target the test case has no lock for is refused naming the
+    target, the locks it has and the command that makes one.
+  - When the run installs no lock (C(training_job_venv=false)), the torch O(node) found is checked against
+    the lock's version; only C(training_job_accept_torch) naming exactly that version lets it through, and the
+    plan records the exception (RV(plan.torch), C(TRAINSTACK_TORCH_ACCEPTED) in the ranks' environment).
   - With O(image), also checks the container image as M(trainstack.cluster.container_image_info) described
     it (a stack record, CUDA the nodes' driver can run); O(image_unchecked) turns that refusal into
     RV(image_problems).
@@ -45,6 +52,16 @@ options:
     description: Report the image's problems in RV(image_problems) instead of refusing it.
     type: bool
     default: false
+  node:
+    description:
+      - What the role read about the nodes on the launch host. C(facts) (its C(distribution),
+        C(distribution_version) and C(distribution_major_version), turned into the stack's OS id; or C(os),
+        the id itself) and C(arch) pick a GPU node's lock.
+      - C(envs) is C(testcase_envs) of the launch host's C(/etc/trainstack/image.json), the environments its
+        image baked (one of the same test case and key is used instead of building one).
+      - C(torch) is the version C(training_job_python) imports, an empty string when it imports none, null
+        when it was not read.
+    type: dict
 author: trainstack maintainers (@trainstack)
 """
 
@@ -63,10 +80,12 @@ RETURN = r"""
 plan:
   description:
     - Paths on the shared filesystem (C(root), C(payload), C(checkpoints), C(containers), C(venv_dir)), the
-      virtualenv's key (the lock's content and the interpreter), C(python), the entrypoint's C(arguments) and
-      C(cli), C(world_size), the instance type's C(fabric) and the ranks' C(environment), the test case's
-      C(manifest), the C(image) as given, how pyxis imports it (C(container), C(ecr_region)) and the
-      PyTorchJob's C(k8s_image_ref).
+      nodes' C(target) and its lock (C(lock_file), C(lock_name), C(lock)), the virtualenv's key (the lock's
+      content and the interpreter), C(baked_venv) and C(venv) (C(baked <path>), C(build <path>) or
+      C(none (<interpreter>))), C(torch) (C(lock), C(found), C(accepted)), C(python), the entrypoint's
+      C(arguments) and C(cli), C(world_size), the instance type's C(fabric) and the ranks' C(environment),
+      the test case's C(manifest), the C(image) as given, how pyxis imports it (C(container), C(ecr_region))
+      and the PyTorchJob's C(k8s_image_ref).
   returned: success
   type: dict
 image_problems:

@@ -9,18 +9,26 @@ described it (``image_problems``). Each problem is one sentence that names the v
 the role joins them into one refusal, so a user fixes every mistake in one round.
 
 ``launch_plan`` is everything the role's tasks and templates need: paths on the shared filesystem, the
-virtualenv keyed by the lock's content, the entrypoint's arguments and command line, the ranks' environment
-from the instance catalog, and how the container image is imported.
+lock for the nodes' target and the virtualenv keyed by its content (or the environment the nodes' image baked
+from it), the entrypoint's arguments and command line, the ranks' environment from the instance catalog, and
+how the container image is imported.
+
+``node`` is what the launch read about the nodes: ``facts`` (the launch host's distribution facts, or ``os``
+already as a stack OS id) and ``arch``, ``envs``
+(the environments its image.json lists) and ``torch`` (the version ``training_job_python`` imports, when the
+run does not install the lock's own; None when it was not read).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from ..stack import stack_resolver
+from . import locks
 
 LAUNCHERS = ("slurm", "local", "kubernetes")
 
@@ -38,10 +46,11 @@ INCLUDE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)+$
 # An absolute path that is not '/' and has no '.' or '..' segment (the role creates or removes under it).
 UNSAFE_PATH = re.compile(r"^(?!/)|^/+$|(^|/)\.{1,2}(/|$)")
 ECR_REGISTRY = re.compile(r"^[0-9]{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-CPU_TORCH = re.compile(r"(?m)^torch==\S*\+cpu\s")
+VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 LOCK_PIN = re.compile(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s+;]+)")
 
 Request = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 def as_int(value: Any) -> int:
@@ -109,6 +118,8 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
     ranks = list(r["training_job_nsys_ranks"])
     image, k8s_image = r["training_job_container_image"], r["training_job_k8s_image"]
     itype = r["training_job_instance_type"]
+    node_os, node_arch = str(r.get("training_job_node_os", "")), str(r.get("training_job_node_arch", ""))
+    accept_torch = str(r.get("training_job_accept_torch", ""))
 
     def path_rule(key: str, tail: str) -> tuple[bool, Callable[[], str]]:
         return (not UNSAFE_PATH.search(str(r[key])), lambda: f"{key} '{r[key]}' {tail}")
@@ -258,6 +269,26 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
                 "spaces or quotes)."
             ),
         ),
+        (
+            node_os == "" or bool(locks.OS_ID.match(node_os)),
+            lambda: (
+                f"training_job_node_os '{node_os}' must be a stack OS id such as ubuntu-24.04 or amzn-2023 "
+                "(it names the nodes' lock)."
+            ),
+        ),
+        (
+            node_arch == "" or node_arch in locks.ARCHES,
+            lambda: (
+                f"training_job_node_arch '{node_arch}' must be one of {', '.join(locks.ARCHES)} or empty."
+            ),
+        ),
+        (
+            accept_torch == "" or bool(VERSION.match(accept_torch)),
+            lambda: (
+                f"training_job_accept_torch '{accept_torch}' must be a torch version as torch prints it "
+                "(2.12.0+cu128), or empty."
+            ),
+        ),
     ]
 
 
@@ -272,32 +303,154 @@ def unknown_variables(names: Sequence[str], known: Sequence[str]) -> list[str]:
     return sorted(set(names) - set(known))
 
 
-def _lock(catalog: str, testcase: str) -> tuple[str, str]:
-    """The test case's lock file path and its text ('' when there is none)."""
-    path = f"{catalog}/{testcase}/requirements.lock"
-    if not os.path.isfile(path):
-        return path, ""
-    with open(path, encoding="utf-8") as handle:
-        return path, handle.read()
+def nodes(request: Request, instance: Mapping[str, Any], node: Node) -> dict[str, Any]:
+    """The nodes' GPUs, OS and architecture, and the lock target they take ('' when it cannot be told).
+
+    The OS is the request's ``training_job_node_os``, else the launch host's (the nodes run the cluster's
+    image); the architecture is the instance catalog's for a named type, else the request's, else the launch
+    host's. Without GPUs the target is the lab's whatever the OS: its lock holds torch's CPU build.
+    """
+    gpus = as_int(instance.get("gpu_count") or 0)
+    os_id = str(request.get("training_job_node_os") or node.get("os") or facts_os(node.get("facts") or {}))
+    arch = str(instance.get("arch") or request.get("training_job_node_arch") or node.get("arch") or "")
+    known = bool(locks.OS_ID.match(os_id)) and arch in locks.ARCHES  # a bad value is refused by input_rules
+    target = locks.node_target(gpus, os_id, arch) if gpus <= 0 or known else ""
+    return {"gpus": gpus, "os": os_id, "arch": arch, "target": target}
+
+
+def facts_os(facts: Mapping[str, Any]) -> str:
+    """The stack OS id of a host's distribution facts, '' when there are none or no stack knows them.
+
+    Unknown is not an error here: a node without GPUs needs no OS (the lab's lock fits any), and a GPU node
+    whose OS is unknown is refused by the lock rules, which say how to name it.
+    """
+    if not facts.get("distribution"):
+        return ""
+    try:
+        return stack_resolver.os_id(facts)
+    except stack_resolver.StackError:
+        return ""
+
+
+def _lock(catalog: str, testcase: str, target: str) -> tuple[str, str]:
+    """The test case's lock file path for ``target`` and its text (both '' when the target is unknown)."""
+    return locks.read_lock(catalog, testcase, target) if target else ("", "")
+
+
+def _torch_found(node: Node) -> str | None:
+    """The torch version the run's interpreter imports ('' for none), or None when it was not read."""
+    found = node.get("torch")
+    return None if found is None else str(found).strip()
+
+
+def _lock_rules(
+    r: Request, catalog: str, instance: Mapping[str, Any], node: Node, builds_venv: bool
+) -> list[tuple[bool, Callable[[], str]]]:
+    """(ok, message) of the rules about the nodes' lock: which one, that it exists, that the run's torch is
+    the lock's (or accepted by name)."""
+    testcase, itype = r["training_job_testcase"], r["training_job_instance_type"]
+    where = nodes(r, instance, node)
+    gpus, target = where["gpus"], where["target"]
+    lock_file, lock = _lock(catalog, testcase, target)
+    real_lock = os.path.realpath(lock_file) if lock_file else ""
+    found = _torch_found(node)
+    lock_torch = locks.torch_version(lock)
+    accept = str(r.get("training_job_accept_torch", ""))
+    catalog_arch, asked_arch = str(instance.get("arch") or ""), str(r.get("training_job_node_arch", ""))
+    table = locks.gpu_table(catalog) if target and target != locks.LAB_TARGET else {"unresolvable": []}
+    reason = locks.unresolvable_reason(table, testcase, target) if target else ""
+    python = r["training_job_python"]
+    return [
+        (
+            not asked_arch or not catalog_arch or asked_arch == catalog_arch,
+            lambda: (
+                f"training_job_node_arch is {asked_arch} but {itype} is {catalog_arch} (instance catalog): "
+                "the lock is chosen by the nodes' architecture. Leave training_job_node_arch empty or name "
+                "the instance type the nodes are."
+            ),
+        ),
+        (
+            bool(target) or not (builds_venv or found is not None),
+            lambda: (
+                f"{itype} has {gpus} GPU(s), so the nodes take their OS's GPU lock "
+                "(requirements.gpu-<os>-<arch>.lock), but their "
+                f"{'architecture' if locks.OS_ID.match(where['os']) else 'OS'} is unknown: set "
+                "training_job_node_os (such as ubuntu-24.04) and training_job_node_arch, or launch from a "
+                "host of the cluster's image."
+            ),
+        ),
+        (
+            not builds_venv or not target or target != locks.LAB_TARGET or os.path.isfile(lock_file),
+            lambda: (
+                f"Its virtualenv installs only hash-pinned requirements, from {real_lock}, which does not "
+                "exist. "
+                "Make it with `make testcase-locks` (scripts/testcase_lock.py "
+                f"testcases/{testcase}/testcase.yml), or "
+                "run with training_job_venv=false."
+            ),
+        ),
+        (
+            not builds_venv or not target or target == locks.LAB_TARGET or os.path.isfile(lock_file),
+            lambda: (
+                f"{itype} has {gpus} GPU(s) and the nodes run {where['os']} on {where['arch']}, so the "
+                f"virtualenv installs the lock of target {target}, {real_lock}, which does not exist"
+                f"{' (testcases/gpu_targets.yml: ' + reason.rstrip('.') + ')' if reason else ''}. "
+                f"{testcase} has "
+                f"{', '.join(locks.existing_locks(catalog, testcase)) or 'no lock'}. Make it with "
+                f"`{locks.MAKE_COMMAND} TARGETS={target}`, or run with training_job_venv=false and a Python "
+                "that holds the test case's requirements."
+            ),
+        ),
+        (
+            found is None or not lock_torch or found != "" or not lock,
+            lambda: (
+                f"training_job_python {python} cannot import torch, and {real_lock} (the lock of target "
+                f"{target}) pins torch {lock_torch}. Run with the lock's virtualenv (training_job_venv=true) "
+                "or a Python that has torch."
+            ),
+        ),
+        (
+            found is None
+            or found == ""
+            or not lock_torch
+            or locks.public_version(found) == lock_torch
+            or accept == found,
+            lambda: (
+                f"training_job_python {python} has torch {found}, but {real_lock} (the lock of target "
+                f"{target}) pins torch {lock_torch}: the run would not use the torch {testcase} is locked "
+                "to. Run with the lock's virtualenv (training_job_venv=true), or accept this torch with "
+                f"training_job_accept_torch={found}"
+                f"{f' (it names {accept})' if accept else ''}."
+            ),
+        ),
+    ]
 
 
 def request_problems(
-    request: Request, manifest: Mapping[str, Any], catalog: str, instance: Mapping[str, Any]
+    request: Request,
+    manifest: Mapping[str, Any],
+    catalog: str,
+    instance: Mapping[str, Any],
+    node: Node | None = None,
 ) -> list[str]:
     """What is wrong with the request for this test case: its launchers, includes, lock and configs."""
     r = request
-    testcase, launcher, nodes = (
+    node = node or {}
+    testcase, launcher, nodes_ = (
         r["training_job_testcase"],
         r["training_job_launcher"],
         r["training_job_nodes"],
     )
     includes = list(manifest.get("include") or [])
     builds_venv = as_bool(r["training_job_venv"]) and launcher != "kubernetes"
-    lock_file, lock = _lock(catalog, testcase)
-    real_lock = os.path.realpath(lock_file)
-    gpus = as_int(instance.get("gpu_count") or 0)
+    target = nodes(r, instance, node)["target"]
+    lock_file, lock = _lock(catalog, testcase, target)
+    real_lock = os.path.realpath(lock_file) if lock_file else ""
+    replaced = locks.replaced_names(locks.gpu_table(catalog), testcase, target) if target else []
     missing_pins = [
-        pin for pin in manifest_pins(manifest.get("requirements") or []) if pin not in lock_pins(lock)
+        pin
+        for pin in manifest_pins(manifest.get("requirements") or [])
+        if pin not in lock_pins(lock) and pin.split("==")[0] not in replaced
     ]
     config = r["training_job_args"].get("config")
     configs = list(manifest.get("configs") or [])
@@ -310,8 +463,8 @@ def request_problems(
             ),
         ),
         (
-            launcher != "local" or as_int(nodes) == 1,
-            lambda: f"The local launcher runs on one node (training_job_nodes={nodes}).",
+            launcher != "local" or as_int(nodes_) == 1,
+            lambda: f"The local launcher runs on one node (training_job_nodes={nodes_}).",
         ),
         (
             launcher == "slurm" or not r["training_job_nodelist"],
@@ -324,27 +477,9 @@ def request_problems(
                 "common/trainstack_train), without '.' or '..' segments."
             ),
         ),
+        *_lock_rules(r, catalog, instance, node, builds_venv),
         (
-            not builds_venv or os.path.isfile(lock_file),
-            lambda: (
-                f"Its virtualenv installs only hash-pinned requirements, from {real_lock}, which does not "
-                "exist. "
-                "Make it with `make testcase-locks` (scripts/testcase_lock.py "
-                f"testcases/{testcase}/testcase.yml), or "
-                "run with training_job_venv=false."
-            ),
-        ),
-        (
-            not builds_venv or gpus == 0 or not CPU_TORCH.search(lock),
-            lambda: (
-                f"{r['training_job_instance_type']} has {gpus} GPU(s), but {real_lock} pins torch's CPU "
-                "build "
-                "(the lab's lock). Run with the image's PyTorch instead: training_job_venv=false "
-                "training_job_python=/opt/trainstack/venv/bin/python."
-            ),
-        ),
-        (
-            not builds_venv or not os.path.isfile(lock_file) or not missing_pins,
+            not builds_venv or not lock or not missing_pins,
             lambda: (
                 f"{real_lock} does not hold the manifest's pin(s) {', '.join(missing_pins)} (a lock must pin "
                 "the "
@@ -471,6 +606,48 @@ def ecr_region(image: Mapping[str, Any]) -> str:
     return match.group(1) if match else ""
 
 
+def baked_env(testcase: str, key: str, node: Node) -> str:
+    """The path of the environment the nodes' image baked for this test case and key, or ''.
+
+    ``node['envs']`` is image.json's ``testcase_envs`` on the launch host. Only an environment of the same key
+    is taken: the key is the lock's text and the interpreter, so a match holds exactly what a build would.
+    """
+    for env in node.get("envs") or []:
+        if isinstance(env, Mapping) and env.get("case") == testcase and env.get("key") == key:
+            return str(env.get("path") or locks.baked_path(testcase, key))
+    return ""
+
+
+def venv_source(venv: bool, builds: bool, baked: str, venv_dir: str, r: Request) -> str:
+    """Where the run's Python comes from, as the plan reports it: ``baked <path>``, ``build <path>`` or
+    ``none (<interpreter>)``."""
+    if baked:
+        return f"baked {baked}"
+    if builds:
+        return f"build {venv_dir}"
+    return f"none ({r['training_job_python']})" if not venv else f"none ({r['training_job_launcher']})"
+
+
+def torch_record(r: Request, lock: str, node: Node) -> dict[str, Any]:
+    """The lock's torch, the one the run's interpreter has (None when not read) and the accepted exception.
+
+    ``accepted`` is set only when the found torch differs from the lock's and training_job_accept_torch names
+    it: that is the exception a reader of the results must see.
+    """
+    found = _torch_found(node)
+    lock_torch = locks.torch_version(lock)
+    accept = str(r.get("training_job_accept_torch", ""))
+    differs = bool(found) and bool(lock_torch) and locks.public_version(str(found)) != lock_torch
+    return {"lock": lock_torch, "found": found, "accepted": accept if differs and accept == found else ""}
+
+
+def torch_environment(torch: Mapping[str, Any]) -> dict[str, str]:
+    """The ranks' variables that tell the run's summary a torch other than the lock's was accepted."""
+    if not torch.get("accepted"):
+        return {}
+    return {"TRAINSTACK_TORCH_ACCEPTED": str(torch["accepted"]), "TRAINSTACK_TORCH_LOCK": str(torch["lock"])}
+
+
 def launch_plan(
     request: Request,
     manifest: Mapping[str, Any],
@@ -478,16 +655,21 @@ def launch_plan(
     instance: Mapping[str, Any],
     image: Mapping[str, Any] | None = None,
     tmpdir: str = "",
+    node: Node | None = None,
 ) -> dict[str, Any]:
     """Everything the role's tasks and templates need to stage, launch and collect this request."""
     r = request
-    image = image or {}
-    testcase, flat = r["training_job_testcase"], str(r["training_job_testcase"]).replace("/", "-")
+    image, node = image or {}, node or {}
+    testcase, flat = r["training_job_testcase"], locks.flat_name(str(r["training_job_testcase"]))
     root = f"{r['training_job_shared_dir']}/trainstack"
     venv = as_bool(r["training_job_venv"])
-    lock_file, lock = _lock(catalog, testcase)
-    venv_key = hashlib.sha256((lock + str(r["training_job_python"])).encode("utf-8")).hexdigest()[:16]
-    venv_dir = f"{root}/venvs/{flat}-{venv_key}"
+    where = nodes(r, instance, node)
+    lock_file, lock = _lock(catalog, testcase, where["target"])
+    venv_key = locks.venv_key(lock, str(r["training_job_python"]))
+    baked = baked_env(testcase, venv_key, node) if venv and r["training_job_launcher"] != "kubernetes" else ""
+    venv_dir = baked or f"{root}/venvs/{flat}-{venv_key}"
+    builds_venv = venv and r["training_job_launcher"] != "kubernetes" and not baked
+    torch = torch_record(r, lock, node)
     args = arguments(r, manifest)
     fabric_ = fabric(instance)
     environment = {
@@ -495,6 +677,7 @@ def launch_plan(
         **peak_environment(instance),
         **(manifest.get("environment") or {}),
         **r["training_job_env"],
+        **torch_environment(torch),
     }
     includes = list(manifest.get("include") or [])
     return {
@@ -508,11 +691,16 @@ def launch_plan(
             for item in includes
             for word in (f"--directory={catalog}/{os.path.dirname(item)}", os.path.basename(item))
         ],
-        "builds_venv": venv and r["training_job_launcher"] != "kubernetes",
+        "builds_venv": builds_venv,
+        "target": where["target"],
         "lock_file": lock_file,
+        "lock_name": os.path.basename(lock_file),
         "lock": lock,
         "venv_key": venv_key,
         "venv_dir": venv_dir,
+        "baked_venv": baked,
+        "venv": venv_source(venv, builds_venv, baked, venv_dir, r),
+        "torch": torch,
         "python": f"{venv_dir}/bin/python" if venv else r["training_job_python"],
         "arguments": args,
         "cli": command_line(args),

@@ -114,7 +114,8 @@ def throughput_fields(
 
 @dataclass
 class Summary:
-    """The JSON object every trainstack entrypoint writes at the end (``--summary-json``)."""
+    """The JSON object every trainstack entrypoint writes at the end (``--summary-json``), with the torch the
+    run imported (:func:`torch_record`)."""
 
     testcase: str
     world_size: int
@@ -137,11 +138,31 @@ class Summary:
             return
         body = asdict(self)
         body.update(body.pop("extra"))
+        body.update(torch_record())
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(target.suffix + ".tmp")
         tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(target)
+
+
+def torch_record() -> dict[str, Any]:
+    """The torch version this process imported (None when it imported none: jax/llama), and the exception
+    the launch accepted for it.
+
+    Why in the summary: the launch refuses a torch other than the lock's unless ``training_job_accept_torch``
+    names it; a result measured on such a torch must say so where it is read, not only in the launch's log.
+    The launcher passes the exception as ``TRAINSTACK_TORCH_ACCEPTED`` (the version found) and
+    ``TRAINSTACK_TORCH_LOCK`` (the lock's); without them ``torch_accepted`` is null.
+    """
+    imported = sys.modules.get("torch")
+    accepted = os.environ.get("TRAINSTACK_TORCH_ACCEPTED", "")
+    return {
+        "torch_version": str(getattr(imported, "__version__", "")) or None if imported else None,
+        "torch_accepted": (
+            {"found": accepted, "lock": os.environ.get("TRAINSTACK_TORCH_LOCK", "")} if accepted else None
+        ),
+    }
 
 
 class Clocked(Protocol):

@@ -83,6 +83,16 @@ def run(cfg: BenchConfig) -> dict[str, object]:
         "max_busbw_gbps": {op: max(r.busbw_gbps for r in rows if r.op == op) for op in cfg.op_list},
         "environment": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_SYMM"))},
         "results": [asdict(row) for row in rows],
+        # As trainstack_train.metrics.torch_record writes them (this case stages no shared library).
+        "torch_version": torch.__version__,
+        "torch_accepted": (
+            {
+                "found": os.environ["TRAINSTACK_TORCH_ACCEPTED"],
+                "lock": os.environ.get("TRAINSTACK_TORCH_LOCK", ""),
+            }
+            if os.environ.get("TRAINSTACK_TORCH_ACCEPTED")
+            else None
+        ),
     }
     if main and cfg.summary_json:
         target = Path(cfg.summary_json)

@@ -102,6 +102,39 @@ def test_run_instances_gets_our_volume_instance_type_and_tags(moto_ec2, aws_env,
     assert volume["Attachments"][0]["Device"] == "/dev/xvda"
 
 
+def test_a_baking_flavour_tags_its_build_with_the_test_cases_it_bakes(moto_ec2, aws_env, tmp_path):
+    """-var pytorch_testcases reaches the build: the instance Packer starts (and the AMI) carries the test
+    cases whose environments the pytorch role bakes; a flavour without that role carries no such tag."""
+    proc = build(
+        moto_ec2,
+        "slurm-gpu",
+        "ami.amazon-ebs.ubuntu2204-x86_64",
+        "-on-error=abort",
+        "-var",
+        'pytorch_testcases=["pytorch/fsdp", "pytorch/ddp"]',
+        "-var",
+        f"output_dir={tmp_path / 'slurm'}",
+    )
+    assert "Launching a source AWS instance" in proc.stdout, proc.stdout[-3000:]
+    proc = build(
+        moto_ec2,
+        "eks-gpu",
+        "ami.amazon-ebs.eks-al2023-x86_64",
+        "-on-error=abort",
+        "-var",
+        f"output_dir={tmp_path / 'eks'}",
+    )
+    assert "Launching a source AWS instance" in proc.stdout, proc.stdout[-3000:]
+    ec2 = boto3.client("ec2", endpoint_url=moto_ec2)
+    tags = {
+        instance["ImageId"]: {t["Key"]: t["Value"] for t in instance["Tags"]}
+        for reservation in ec2.describe_instances()["Reservations"]
+        for instance in reservation["Instances"]
+    }
+    assert tags["ami-0standin2204x8601"]["trainstack:pytorch_testcases"] == "pytorch/fsdp,pytorch/ddp"
+    assert "trainstack:pytorch_testcases" not in tags["ami-0standineksx8601"]
+
+
 def test_eks_gpu_flavour_finds_its_eks_base_images_and_only_it_starts(moto_ec2, aws_env, tmp_path):
     """`-only 'ami.*' -var flavour=eks-gpu` (make image-ami IMAGE_FLAVOUR=eks-gpu) starts the two EKS sources
     only; each finds its stand-in EKS-optimized accelerated AL2023 AMI (by Amazon EKS's owner and the name of

@@ -60,7 +60,7 @@ def nothing_written(tmp_path: Path) -> bool:
                 "training_job_lancher=local",
             ],
             "Unknown variable(s): training_job_lancher (close: training_job_launcher); "
-            "training_job_nodez (close: training_job_nodes, training_job_nodelist).",
+            "training_job_nodez (close: training_job_nodes, training_job_node_os, training_job_nodelist).",
         ),
         (
             ["-e", "training_job_testcase=pytorch/no-such-case"],

@@ -63,6 +63,7 @@ PROBE_VARS: dict[str, str] = {
     "ssh_port": "2222",
     "skip_credential_validation": "true",
     "wheelhouse": "/probe/wheels",
+    "pytorch_testcases": '["pytorch/fsdp", "jax/llama"]',
 }
 # local.timestamp differs per run; it is compared as a placeholder.
 TIMESTAMP = re.compile(r"\b\d{8}-\d{6}\b")

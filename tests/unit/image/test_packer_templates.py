@@ -266,3 +266,79 @@ def test_stack_id_defaults_to_the_current_stack(extra, expected, current_stack_i
         check=False,
     )
     assert proc.stdout.strip() == (expected or current_stack_id), proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ([], []),
+        (
+            ["-var", 'pytorch_testcases=["pytorch/fsdp", "pytorch/ddp"]'],
+            ["-e", "pytorch_testcases=pytorch/fsdp,pytorch/ddp"],
+        ),
+        (["-var", "pytorch_testcases=[]"], ["-e", "pytorch_testcases="]),
+    ],
+)
+def test_the_baked_test_cases_reach_the_playbook_of_every_build(extra, expected):
+    """-var pytorch_testcases lands in the arguments every build gives build_image.yml (the ami builds' and
+    the local build's shell command alike, as one word); unset, the pytorch role's default (every case)."""
+    proc = subprocess.run(
+        ["packer", "console", *extra, "packer"],
+        input="jsonencode(local.pytorch_testcases_args)\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert json.loads(proc.stdout.strip()) == expected, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_packer_refuses_a_test_case_name_that_is_not_one(tmp_path):
+    def validate(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["packer", "validate", "-var", value, "-var", f"output_dir={tmp_path}", "packer"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    for good in ('pytorch_testcases=["pytorch/fsdp", "torchtitan/llama"]', "pytorch_testcases=[]"):
+        proc = validate(good)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    for bad in (
+        'pytorch_testcases=["a b; rm"]',
+        'pytorch_testcases=["pytorch"]',
+        'pytorch_testcases=["../x/y"]',
+    ):
+        proc = validate(bad)
+        assert proc.returncode != 0
+        assert "The pytorch_testcases must be test case names" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_the_baking_flavours_are_those_with_the_pytorch_role():
+    """The AMI tag of the baked test cases is set for exactly the flavours whose roles include pytorch."""
+    play = yaml.safe_load((REPO / "playbooks" / "build_image.yml").read_text())[1]
+    flavours = play["vars"]["image_flavours"]
+    with_pytorch = sorted(
+        name
+        for name, entries in flavours.items()
+        if any(
+            e.get("role") == "pytorch"
+            for entry in entries
+            for e in (entry if isinstance(entry, list) else [entry])
+        )
+    )
+    proc = subprocess.run(
+        ["packer", "console", "packer"],
+        input="jsonencode(local.baking_flavours)\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert sorted(json.loads(proc.stdout.strip())) == with_pytorch, proc.stdout + proc.stderr

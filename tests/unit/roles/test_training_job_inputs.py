@@ -186,7 +186,7 @@ def test_unknown_variables_are_found_by_name() -> None:
 def test_close_matches_suggest_the_meant_name() -> None:
     known = known_variables(str(ROLE / "meta" / "argument_specs.yml"))
     assert close_matches(["training_job_nodez"], known, "training_job_") == (
-        "training_job_nodez (close: training_job_nodes, training_job_nodelist)"
+        "training_job_nodez (close: training_job_nodes, training_job_node_os, training_job_nodelist)"
     )
     text = close_matches(["training_job_lancher", "training_job_zzz"], known, "training_job_")
     assert text == "training_job_lancher (close: training_job_launcher); training_job_zzz (no close match)"

@@ -87,10 +87,18 @@ def test_the_install_task_uses_the_staged_lock_with_hashes() -> None:
     argv = render(install["ansible.builtin.command"]["argv"], training_job_wheelhouse="/wheels")
     assert "--require-hashes" in argv and "--no-index" in argv
     assert argv[-2:] == ["-r", render("{{ __training_job_plan.payload }}/requirements.lock")]
+    gpu = {"training_job_instance_type": "p5.48xlarge", "training_job_node_os": "amzn-2023"}
+    argv = render(install["ansible.builtin.command"]["argv"], **gpu)
+    assert argv[-1] == render("{{ __training_job_plan.payload }}/requirements.gpu-amzn-2023-x86_64.lock")
 
 
-def test_a_gpu_instance_type_is_refused_the_lab_cpu_lock() -> None:
+def test_a_gpu_instance_type_takes_the_lock_of_its_os_and_architecture() -> None:
+    gpu = {"training_job_instance_type": "p5.48xlarge", "training_job_node_os": "ubuntu-24.04"}
+    assert request_failures(**gpu) == []
+    lock = REPO / "testcases" / "pytorch" / "ddp" / "requirements.gpu-ubuntu-24.04-x86_64.lock"
+    assert render("{{ __training_job_plan.lock }}", **gpu) == lock.read_text()
+    assert render("{{ __training_job_plan.target }}", **gpu) == "gpu-ubuntu-24.04-x86_64"
+    # The lab's lock (torch's CPU build) is no longer what a GPU node gets, so nothing tells it to leave it.
     (message,) = request_failures(training_job_instance_type="p5.48xlarge")
-    assert message.startswith("p5.48xlarge has 8 GPU(s), but ")
-    assert "pins torch's CPU build" in message and "training_job_venv=false" in message
+    assert "but their OS is unknown: set training_job_node_os" in message
     assert request_failures(training_job_instance_type="p5.48xlarge", training_job_venv=False) == []

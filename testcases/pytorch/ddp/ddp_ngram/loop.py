@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from trainstack_train.metrics import torch_record
 
 from .config import DDPConfig
 from .data import batch
@@ -133,6 +134,7 @@ def train(cfg: DDPConfig) -> dict[str, Any]:
         "resumed_from_step": first,
         "losses": losses,
         "note": "tokens_per_s counts predicted tokens (one per sample); FLOPs are 6 x matmul parameters",
+        **torch_record(),
     }
     if rank == 0 and cfg.summary_json:
         Path(cfg.summary_json).parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,9 @@ ROLE = REPO / "roles" / "training_job"
 CATALOG = f"{ROLE}/../../testcases"
 SPECS = str(ROLE / "meta" / "argument_specs.yml")
 GOLDEN_TMPDIR = "/tmp/golden-tmp"
+# What the role reads about the nodes when a golden case names nothing else: the launch host's facts on an
+# Ubuntu 24.04 image (a lab case ignores them: without GPUs the lab's lock is taken whatever the OS).
+GOLDEN_NODE = {"os": "ubuntu-24.04", "arch": "x86_64"}
 VENV_KEY = re.compile(r"(?<=-)[0-9a-f]{16}(?=(/|$))")
 
 
@@ -60,10 +63,13 @@ def computed(case: dict[str, Any]) -> dict[str, Any]:
     req = request(case["testcase"], **case["overrides"])
     image = GOLDEN["image_infos"][case["image"]]
     instance = instance_entry(req["training_job_instance_type"])
-    the_plan = plan.launch_plan(req, manifest(case["testcase"]), CATALOG, instance, image, GOLDEN_TMPDIR)
+    node = case.get("node", GOLDEN_NODE)
+    the_plan = plan.launch_plan(
+        req, manifest(case["testcase"]), CATALOG, instance, image, GOLDEN_TMPDIR, node
+    )
     out = {key: the_plan[key] for key in case["plan"] if key in the_plan and key != "venv_key"}
     out["input_failed"] = plan.input_problems(req, catalog().names())
-    out["request_failed"] = plan.request_problems(req, manifest(case["testcase"]), CATALOG, instance)
+    out["request_failed"] = plan.request_problems(req, manifest(case["testcase"]), CATALOG, instance, node)
     if image is not None:
         out["image_failed"] = plan.image_problems(req, image, instance)
     return out
@@ -125,7 +131,8 @@ def test_an_unknown_variable_is_refused_with_close_matches() -> None:
     refusal, found = refusals(request(training_job_nodez=2), CATALOG, known_variables(SPECS))
     assert found is None
     assert refusal == (
-        "Unknown variable(s): training_job_nodez (close: training_job_nodes, training_job_nodelist). The "
+        "Unknown variable(s): training_job_nodez (close: training_job_nodes, training_job_node_os, "
+        "training_job_nodelist). The "
         "role's "
         "variables are listed in its README. Nothing was submitted."
     )

@@ -29,8 +29,15 @@ lint-packer: setup ## packer fmt -check and packer validate of every build (Pack
 	$(PACKER) fmt -check packer
 	$(PACKER) validate $(PACKER_VARS) packer
 
+# The test cases whose lab environments the local image bakes (from the wheelhouse): the demo's and the one the
+# lab's baked-launch test runs. Each is a CPU torch environment (its files shared with the others' by hardlinks).
+# Empty: none.
+LOCAL_TESTCASES ?= pytorch/fsdp pytorch/ddp
+__comma := ,
+__local_testcases := [$(subst $(eval) ,$(__comma),$(patsubst %,"%",$(strip $(LOCAL_TESTCASES))))]
 image-local: setup wheelhouse ## build the local Debian 12 image (LXC); its manifest: $(LOCAL_IMAGE)
-	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) packer
+	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) \
+	  -var 'pytorch_testcases=$(__local_testcases)' packer
 	@echo "image-local: $(LOCAL_IMAGE)"
 
 image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu|pcs-gpu|batch-gpu)

@@ -50,3 +50,38 @@ def test_lab_node_boots_from_the_image_and_reads_image_json(booted_node):
     assert torch.stdout.strip() == "2.13.0+cpu 3", torch.stderr
     # slurmd -V reads no configuration (the image's Slurm is installed, not configured: sinfo would fail).
     assert ssh("slurmd", "-V").stdout.split()[-1] == manifest["components"]["slurm"]["installed"]
+
+
+def test_a_launch_on_the_node_runs_in_the_environment_the_image_baked(booted_node, tmp_path):
+    # The image baked pytorch/ddp's lab environment (make image-local's LOCAL_TESTCASES); a launch on the node
+    # finds it by the key it computes itself and builds no virtualenv.
+    manifest = json.loads((booted_node / "image.json").read_text())
+    envs = {env["case"]: env for env in manifest.get("testcase_envs", [])}
+    assert "pytorch/ddp" in envs, manifest.get("testcase_envs_skipped")
+    env = envs["pytorch/ddp"]
+    shared = "/var/tmp/ts-shared"
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            str(tmp_path / "hosts.yml"),
+            "playbooks/launch_training.yml",
+            "-e",
+            "launch_host=ts-m-image-boot",
+            "-e",
+            "training_job_testcase=pytorch/ddp",
+            "-e",
+            "training_job_launcher=local",
+            "-e",
+            f"training_job_shared_dir={shared}",
+            "-e",
+            f"training_job_results_dir={shared}/results",
+            "-e",
+            "training_job_name=it-baked",
+        ]
+    )
+    assert f"venv: baked {env['path']}" in proc.stdout, proc.stdout[-3000:]
+    assert ssh("test", "-e", f"{shared}/trainstack/venvs").returncode != 0, "a virtualenv was built"
+    summary = ssh("sh", "-c", f"cat {shared}/results/it-baked*/summary.json")
+    assert summary.returncode == 0, summary.stderr
+    assert json.loads(summary.stdout)["torch_version"].split("+")[0] == env["torch"]

@@ -208,6 +208,10 @@ TESTCASE_RUNS = {
     "ds_zero3_direct": ("deepspeed/zero3", "entrypoint started directly, `--zero-stage 3`"),
     "hf_direct": ("hf/finetune", "entrypoint started directly, LoRA rank 16 on every projection"),
     "jax_direct": ("jax/llama", "entrypoint started directly"),
+    "fsdp_launched": ("pytorch/fsdp", "launch_training, local launcher (torchrun)"),
+    "ds_zero2_launched": ("deepspeed/zero3", "launch_training, local launcher, `--zero-stage 2`"),
+    "hf_launched": ("hf/finetune", "launch_training, local launcher, LoRA rank 16 on every projection"),
+    "jax_launched": ("jax/llama", "launch_training, local launcher"),
 }
 # The runs of the first side-by-side part, collected when a call names none.
 DEFAULT_RUNS = ("fsdp_direct", "titan_direct", "titan_launched", "megatron_direct", "megatron_launched")
@@ -217,7 +221,7 @@ SUMMARY_KEYS = (
     "elapsed_s", "params", "trainable_params", "flops_per_token", "peak_tflops", "compile", "precision",
     "torch", "gpu_model", "torchtitan", "megatron_core", "layer_spec", "optional_kernels", "recompute",
     "deepspeed", "zero_stage", "jit_ops", "transformers", "accelerate", "peft", "lora_rank",
-    "eval_loss_before", "eval_loss", "jax", "attention",
+    "eval_loss_before", "eval_loss", "jax", "attention", "torch_version", "torch_accepted",
 )  # fmt: skip
 
 

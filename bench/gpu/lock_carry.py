@@ -39,6 +39,9 @@ MACHINE_STACK = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*|jax|jaxlib|jax-cud
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
 HASH = re.compile(r"--hash=(sha256:[0-9a-f]{64})")
 TARGET_LINE = re.compile(r"CPython (\d+)\.(\d+) \(cp\d+\), Linux (\w+) \(glibc (\d+)\.(\d+)\)")
+# What measure.sh runs the launch with, at the controller's pin (requirements.txt), with its dependencies.
+TOOLS = ("ansible-core",)
+REQUIREMENTS = ROOT / "requirements.txt"
 # Where the wheels of packages that PyPI has as source only are built (make wheelhouse-slow).
 LOCAL_WHEELS = ROOT / ".cache" / "wheelhouse-slow"
 
@@ -133,12 +136,34 @@ def download(cases: list[str], target: str, dest: Path, max_mb: float) -> dict[s
     return manifest
 
 
-def prune(dest: Path, manifest: dict[str, dict[str, list[str]]]) -> None:
-    """Remove the wheels no case carries (those over the size limit), so that only what is used travels."""
+def tool_pins() -> list[str]:
+    """The controller's pins of TOOLS, read from requirements.txt (the one place they are written)."""
+    pins = []
+    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        match = PIN.match(line.strip())
+        if match and normalise(match[1]) in TOOLS:
+            pins.append(f"{normalise(match[1])}=={match[2]}")
+    return pins
+
+
+def download_tools(target: str, dest: Path) -> list[str]:
+    """The tools' wheels and their dependencies for the target's platform; the files written."""
+    python, tags = platform_of(lock_path("pytorch/fsdp", target).read_text(encoding="utf-8"))
+    before = {path.name for path in dest.glob("*.whl")}
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "-d", str(dest)]
+    command += ["--python-version", python, "--implementation", "cp"]
+    command += [arg for tag in tags for arg in ("--platform", tag)]
+    subprocess.run([*command, *tool_pins()], check=True)
+    return sorted({path.name for path in dest.glob("*.whl")} - before)
+
+
+def prune(dest: Path, manifest: dict[str, dict[str, list[str]]], keep: list[str]) -> None:
+    """Remove the wheels no case carries (those over the size limit) and no tool needs, so that only what is
+    used travels."""
     carried = {pin for entry in manifest.values() for pin in entry["carried"]}
     for path in dest.glob("*.whl"):
         name, version = path.name.split("-")[:2]
-        if f"{normalise(name)}=={version}" not in carried:
+        if f"{normalise(name)}=={version}" not in carried and path.name not in keep:
             path.unlink()
 
 
@@ -188,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "download":
             manifest = download(args.cases, args.target, args.dest, args.max_mb)
-            prune(args.dest, manifest)
+            tools = download_tools(args.target, args.dest)
+            prune(args.dest, manifest, keep=tools)
             (args.dest / f"carry-{args.target}.json").write_text(json.dumps(manifest, indent=2) + "\n")
             return 0
         manifest = json.loads((args.wheels / f"carry-{args.target}.json").read_text(encoding="utf-8"))

@@ -68,7 +68,7 @@ def test_table_lists_every_row_and_names_the_strongest() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "train_throughput_llama3_2_1b_b16_gqa.json",
+        "train_throughput_llama3_2_1b_b16_floor.json",
         "train_throughput_llama3_1_8b_ac.json",
     ],
 )

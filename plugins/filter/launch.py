@@ -30,6 +30,11 @@ def rules_refusal(stderr: str) -> str:
     return output.rules_refusal(str(stderr))
 
 
+def job_attempts(log_text: str) -> list[dict]:
+    """Every attempt of a requeued job, read from its log (see module_utils/launch/output.py)."""
+    return output.job_attempts(str(log_text))
+
+
 def duration_seconds(delta: str) -> float:
     """A command's ``delta`` in seconds."""
     return output.duration_seconds(str(delta))
@@ -45,4 +50,5 @@ class FilterModule:
             "partition_nodes": partition_nodes,
             "rules_refusal": rules_refusal,
             "duration_seconds": duration_seconds,
+            "job_attempts": job_attempts,
         }

@@ -157,8 +157,10 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
         ),
         (
             as_int(r["training_job_max_restarts"]) >= 0 and as_int(r["training_job_rank_restarts"]) >= 0,
-            lambda: "training_job_max_restarts and training_job_rank_restarts must be >= 0 (got "
-            f"{r['training_job_max_restarts']}, {r['training_job_rank_restarts']}).",
+            lambda: (
+                "training_job_max_restarts and training_job_rank_restarts must be >= 0 (got "
+                f"{r['training_job_max_restarts']}, {r['training_job_rank_restarts']})."
+            ),
         ),
         (
             bool(PARTITION.match(str(r["training_job_partition"]))),

@@ -108,7 +108,7 @@ class Probe:
     slurm_node: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     timeout: int = 60
     # The lab's fault injection: kernel-log lines (such as an Xid) read as if the kernel had logged them, so
-    # that a GPU fault can be staged on a node without a GPU. Set on lab nodes only (node_health_lab_fault_file).
+    # that a GPU fault can be staged on a node without a GPU. Lab nodes only (node_health_lab_fault_file).
     lab_fault_file: Path | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 

@@ -64,13 +64,16 @@ def test_hostlists_expand_as_slurm_writes_them(hostlist: str, names: list[str]) 
     ],
 )
 def test_requests_outside_the_rules_are_refused(command: str, message: str) -> None:
-    with pytest.raises(power.Refused, match=None) as refused:
+    with pytest.raises(power.RefusedError, match=None) as refused:
         power.parse_request(command, ELASTIC)
     assert message in str(refused.value)
 
 
 def test_an_elastic_request_names_its_action_and_nodes() -> None:
-    assert power.parse_request("suspend ts-elastic[1-2]", ELASTIC) == ("suspend", ["ts-elastic1", "ts-elastic2"])
+    assert power.parse_request("suspend ts-elastic[1-2]", ELASTIC) == (
+        "suspend",
+        ["ts-elastic1", "ts-elastic2"],
+    )
 
 
 def _config(tmp_path: Path) -> Path:
@@ -114,6 +117,9 @@ def test_an_accepted_request_runs_the_playbook_with_the_names_as_data(
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:4] == ["trainstack.cluster.lab_power", "-i", "/lab/hosts.yml", "-e"]
     assert argv[4] == "@/lab/vars.json"
-    assert json.loads(argv[6]) == {"lab_power_action": "resume", "lab_power_nodes": ["ts-elastic2", "ts-elastic3"]}
+    assert json.loads(argv[6]) == {
+        "lab_power_action": "resume",
+        "lab_power_nodes": ["ts-elastic2", "ts-elastic3"],
+    }
     logs = list((tmp_path / "log").glob("*-resume-ts-elastic2-etc.log"))
     assert len(logs) == 1

@@ -1,6 +1,6 @@
 """A Slurm launch resumes by itself: the batch script is requeueable, records each attempt in the one log, and
 refuses an attempt past training_job_max_restarts with the reason. The script runs with the srun and scontrol
-stand-ins of test_training_job_scripts (no Slurm here); SLURM_RESTART_COUNT is what Slurm sets on a requeue."""
+stand-ins of test_training_job_scripts (no Slurm here); Slurm sets SLURM_RESTART_COUNT on a requeue."""
 
 from __future__ import annotations
 

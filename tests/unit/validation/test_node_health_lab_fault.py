@@ -1,8 +1,8 @@
 """The lab's GPU fault injection and the reason a failing node is drained with.
 
-A lab node has no GPU, so the lab stages a GPU fault as a file of kernel-log lines (node_health_lab_fault_file)
-that the gpu_xid check reads as if the kernel had logged them; slurmd's health check then drains the node with
-a reason that names the failed check, which is what `sinfo -R` shows.
+A lab node has no GPU, so the lab stages a GPU fault as a file of kernel-log lines
+(node_health_lab_fault_file) that the gpu_xid check reads as if the kernel had logged them; slurmd's health
+check then drains the node with a reason that names the failed check, which is what `sinfo -R` shows.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def test_the_reason_option_prints_the_reason_from_the_config(node_health, table_
     fault = tmp_path / "lab-fault-gpu"
     fault.write_text(XID_79)
     config = tmp_path / "node_health.json"
-    config.write_text(json.dumps({"instance_type": "lab", "table": str(table_file), "lab_fault_file": str(fault)}))
+    config.write_text(
+        json.dumps({"instance_type": "lab", "table": str(table_file), "lab_fault_file": str(fault)})
+    )
     rc = node_health.main(["--config", str(config), "--checks", "gpu_xid", "--reason"])
     assert rc == 1
     assert capsys.readouterr().out.strip() == "node_health: gpu_xid: Xid 79 x1"

@@ -45,11 +45,11 @@ TRAINSTACK_METRIC {"step": 2, "loss": 8.7}
 TRAINSTACK_METRIC {"step": 7, "loss": 7.0}
 TRAINSTACK_METRIC {"step": 8, "lo
 srun: error: ts-elastic2: task 1: Killed
-TRAINSTACK_ATTEMPT {"attempt": 1, "job_id": "12", "nodes": "ts-elastic[1-2]", "checkpoint": "/shared/c/step-00000005"}
+TRAINSTACK_ATTEMPT {"attempt": 1, "job_id": "12", "nodes": "ts-elastic[1-2]", "checkpoint": "/c/step-5"}
 TRAINSTACK_METRIC {"step": 6, "loss": 7.4}
 TRAINSTACK_METRIC {"step": 20, "loss": 5.0}
-TRAINSTACK_ATTEMPT {"attempt": 2, "job_id": "12", "nodes": "ts-elastic1,ts-elastic2", "checkpoint": "/shared/c/step-00000020"}
-TRAINSTACK_ATTEMPT_STOP {"attempt": 2, "reason": "requeued 2 times, more than training_job_max_restarts=1: not run again"}
+TRAINSTACK_ATTEMPT {"attempt": 2, "job_id": "12", "nodes": "n1,n2", "checkpoint": "/c/step-20"}
+TRAINSTACK_ATTEMPT_STOP {"attempt": 2, "reason": "requeued 2 times, more than the limit"}
 """
 
 
@@ -69,7 +69,7 @@ def test_every_attempt_of_a_requeued_job_is_read_from_its_log() -> None:
             "attempt": 1,
             "job_id": "12",
             "nodes": "ts-elastic[1-2]",
-            "checkpoint": "/shared/c/step-00000005",
+            "checkpoint": "/c/step-5",
             "first_step": 6,
             "last_step": 20,
             "steps": 2,
@@ -77,12 +77,12 @@ def test_every_attempt_of_a_requeued_job_is_read_from_its_log() -> None:
         {
             "attempt": 2,
             "job_id": "12",
-            "nodes": "ts-elastic1,ts-elastic2",
-            "checkpoint": "/shared/c/step-00000020",
+            "nodes": "n1,n2",
+            "checkpoint": "/c/step-20",
             "first_step": None,
             "last_step": None,
             "steps": 0,
-            "stopped": "requeued 2 times, more than training_job_max_restarts=1: not run again",
+            "stopped": "requeued 2 times, more than the limit",
         },
     ]
 

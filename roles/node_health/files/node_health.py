@@ -109,7 +109,7 @@ class Probe:
     timeout: int = 60
     # The lab's fault injection: kernel-log lines (such as an Xid) read as if the kernel had logged them, so
     # that a GPU fault can be staged on a node without a GPU. Lab nodes only (node_health_lab_fault_file).
-    lab_fault_file: Path | None = None
+    fault_injection_file: Path | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def which(self, name: str) -> str | None:
@@ -459,12 +459,12 @@ def _kernel_log(probe: Probe) -> tuple[str | None, str]:
     return None, "neither dmesg nor journalctl -k could read the kernel log"
 
 
-def _lab_fault(probe: Probe) -> str | None:
+def _injected_fault(probe: Probe) -> str | None:
     """The lab's injected kernel-log lines, or None where no fault file is configured or present."""
-    if probe.lab_fault_file is None:
+    if probe.fault_injection_file is None:
         return None
     try:
-        return probe.lab_fault_file.read_text(encoding="utf-8")
+        return probe.fault_injection_file.read_text(encoding="utf-8")
     except OSError:
         return None
 
@@ -472,9 +472,9 @@ def _lab_fault(probe: Probe) -> str | None:
 def check_gpu_xid(probe: Probe) -> Result:
     """Xid events since boot, each classified; the worst remedy becomes the check's severity."""
     log, source = _kernel_log(probe)
-    fault = _lab_fault(probe)
+    fault = _injected_fault(probe)
     if fault is not None:
-        log, source = (log or "") + "\n" + fault, f"{source}, lab fault injection {probe.lab_fault_file}"
+        log, source = (log or "") + "\n" + fault, f"{source}, lab fault injection {probe.fault_injection_file}"
     if log is None:
         return _skip("gpu_xid", "monitor", source)
     events = parse_xids(log)
@@ -774,7 +774,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reason", action="store_true", help="print only the drain reason (nothing when every check passed)"
     )
-    parser.add_argument("--lab-fault-file", type=Path, help="lab fault injection: extra kernel-log lines")
+    parser.add_argument("--fault-injection-file", type=Path, help="lab fault injection: extra kernel-log lines")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     return parser.parse_args(argv)
 
@@ -813,8 +813,8 @@ def build_probe(args: argparse.Namespace) -> tuple[Probe, list[str]]:
         dcgm_level=args.dcgm_level if args.dcgm_level is not None else int(config.get("dcgm_level", 1)),
         gdrcopy_sanity=args.gdrcopy_sanity or bool(config.get("gdrcopy_sanity")),
     )
-    fault_file = args.lab_fault_file or config.get("lab_fault_file")
-    probe.lab_fault_file = Path(fault_file) if fault_file else None
+    fault_file = args.fault_injection_file or config.get("fault_injection_file")
+    probe.fault_injection_file = Path(fault_file) if fault_file else None
     if args.slurm_node or config.get("slurm_node"):
         probe.slurm_node = args.slurm_node or config["slurm_node"]
     return probe, names

@@ -37,9 +37,8 @@ BENCH = REPO / "bench" / "results" / "lab_elastic_resume.json"
 
 
 @pytest.fixture(scope="module")
-def elastic_lab(slurm_lab: None) -> Iterator[None]:
+def elastic_lab(lab_ready: None) -> Iterator[None]:
     """The lab with two elastic nodes and Slurm configured for them; afterwards the lab as it was."""
-    subprocess.run(["make", "wheelhouse"], check=True, capture_output=True)
     playbook("lab_up", "-e", "lab_node_count=3", "-e", "lab_elastic_nodes=2", timeout=1200)
     playbook("slurm_cluster", "-i", "inventories/local", timeout=1800)
     yield

@@ -15,7 +15,7 @@ XID_79 = "NVRM: Xid (PCI:0000:00:1e): 79, pid=0, GPU has fallen off the bus.\n"
 def test_an_injected_xid_fails_gpu_xid_on_a_lab_node(probe_for, node_health, tmp_path):
     fault = tmp_path / "lab-fault-gpu"
     fault.write_text(XID_79)
-    probe = probe_for("lab", {"dmesg": (0, "[    1.0] booted\n")}, lab_fault_file=fault)
+    probe = probe_for("lab", {"dmesg": (0, "[    1.0] booted\n")}, fault_injection_file=fault)
     report = node_health.run_checks(probe, ["gpu_xid"])
     assert not report["ok"]
     row = report["checks"][0]
@@ -26,13 +26,13 @@ def test_the_fault_is_read_where_the_kernel_log_is_not(probe_for, node_health, t
     """In a container dmesg may be refused: the injected fault must still be seen."""
     fault = tmp_path / "lab-fault-gpu"
     fault.write_text(XID_79)
-    probe = probe_for("lab", {"dmesg": (1, "dmesg: read kernel buffer failed")}, lab_fault_file=fault)
+    probe = probe_for("lab", {"dmesg": (1, "dmesg: read kernel buffer failed")}, fault_injection_file=fault)
     row = node_health.run_checks(probe, ["gpu_xid"])["checks"][0]
     assert row["status"] == "fail"
 
 
 def test_without_the_file_the_node_passes(probe_for, node_health, tmp_path):
-    probe = probe_for("lab", {"dmesg": (0, "[    1.0] booted\n")}, lab_fault_file=tmp_path / "absent")
+    probe = probe_for("lab", {"dmesg": (0, "[    1.0] booted\n")}, fault_injection_file=tmp_path / "absent")
     assert node_health.run_checks(probe, ["gpu_xid"])["ok"]
 
 
@@ -54,7 +54,7 @@ def test_the_reason_option_prints_the_reason_from_the_config(node_health, table_
     fault.write_text(XID_79)
     config = tmp_path / "node_health.json"
     config.write_text(
-        json.dumps({"instance_type": "lab", "table": str(table_file), "lab_fault_file": str(fault)})
+        json.dumps({"instance_type": "lab", "table": str(table_file), "fault_injection_file": str(fault)})
     )
     rc = node_health.main(["--config", str(config), "--checks", "gpu_xid", "--reason"])
     assert rc == 1

@@ -51,6 +51,11 @@ def _node_state(node: str) -> str:
     return on_lab_node(f"sinfo --noheader --Node --nodes={node} --format=%T", check=False).split("\n")[0]
 
 
+def _job_state(name: str, launch_proc: subprocess.Popen) -> str:
+    assert launch_proc.poll() is None, launch_proc.communicate()[0][-3000:]
+    return on_lab_node(f"squeue -h -n {name} -o %T", check=False)
+
+
 def _container_running(node: str) -> bool:
     info = subprocess.run(["lxc-info", "-n", node, "-sH"], capture_output=True, text=True, check=False)
     return info.stdout.strip() == "RUNNING"
@@ -171,9 +176,8 @@ def test_a_failed_node_is_replaced_and_the_job_resumes_on_it(elastic_lab: None) 
 
     name = f"it-heal-{os.getpid()}"
     proc = _start(_fsdp(name, "elastic"))
-    wait_for(
-        lambda: all(_container_running(n) for n in NODES) and proc.poll() is None, 900, "elastic nodes up"
-    )
+    # The job runs once both nodes are made, configured and registered (their SSH is up by then).
+    wait_for(lambda: _job_state(name, proc) == "RUNNING", 900, f"{name} running on the elastic nodes")
     before = {node: _identity(node) for node in NODES}
     victim = _fault_after_checkpoint(name, proc, after_step=0)
     wait_for(lambda: not _container_running(victim), 300, f"{victim} removed")

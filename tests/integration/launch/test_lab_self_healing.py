@@ -182,7 +182,7 @@ def test_a_failed_node_is_replaced_and_the_job_resumes_on_it(elastic_lab: None) 
     victim = _fault_after_checkpoint(name, proc, after_step=0)
     wait_for(lambda: not _container_running(victim), 300, f"{victim} removed")
     out, _ = proc.communicate(timeout=1800)
-    assert proc.returncode == 0, out[-4000:]
+    assert proc.returncode == 0, out[out.rfind("fatal:") :][:3000] if "fatal:" in out else out[-3000:]
 
     results = results_dir(out)
     summary = json.loads((results / "summary.json").read_text())

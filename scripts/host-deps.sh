@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # ansible-test sanity lints the shell scripts only where shellcheck is installed.
-PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client openssh-server python3-venv
-          make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry shellcheck)
+PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client openssh-server
+          python3-venv make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry
+          shellcheck)
 
 fail() { echo "host-deps: $*" >&2; exit 1; }
 

@@ -69,8 +69,8 @@ build: setup ## build trainstack-cluster-<version>.tar.gz into build/
 
 # ---------------------------------------------------------------- lab
 .PHONY: lab-up lab-status lab-down
-lab-up: setup ## start the local LXC lab (LAB_NODES=3: one head, rest compute)
-	$(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) \
+lab-up: setup ## start the local LXC lab (LAB_NODES=3: one head, rest compute; LAB_ELASTIC=N elastic nodes)
+	$(BIN)/ansible-playbook trainstack.cluster.lab_up -e lab_node_count=$(LAB_NODES) $(if $(LAB_ELASTIC),-e lab_elastic_nodes=$(LAB_ELASTIC)) \
 	  $(if $(LAB_BASE_IMAGE),-e lab_base_image=$(LAB_BASE_IMAGE))
 
 lab-status: setup ## show lab nodes, their systemd state and addresses

@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # ansible-test sanity lints the shell scripts only where shellcheck is installed.
-PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client python3-venv
-          make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry shellcheck)
+PACKAGES=(lxc lxc-templates lxc-dev debootstrap packer rsync iproute2 openssh-client openssh-server
+          python3-venv make git curl ca-certificates apt-cacher-ng xz-utils buildah docker-registry
+          shellcheck)
 
 fail() { echo "host-deps: $*" >&2; exit 1; }
 
@@ -28,7 +29,8 @@ if [ "${#missing[@]}" -eq 0 ]; then
 fi
 echo "host-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# apt-cacher-ng must not start as a system service: the lab runs its own instance on the lab bridge.
+# apt-cacher-ng and sshd must not start as system services: the lab runs its own instances on the lab bridge
+# (the package proxy, and the power service of elastic nodes).
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d.trainstack
 chmod 0755 /usr/sbin/policy-rc.d.trainstack
 had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1

@@ -32,6 +32,11 @@ def rules_refusal(stderr: str) -> str:
     return output.rules_refusal(str(stderr))
 
 
+def job_attempts(log_text: str) -> list[dict]:
+    """Every attempt of a requeued job, read from its log (see module_utils/launch/output.py)."""
+    return output.job_attempts(str(log_text))
+
+
 def duration_seconds(delta: str) -> float:
     """A command's ``delta`` in seconds."""
     return output.duration_seconds(str(delta))
@@ -108,4 +113,5 @@ class FilterModule:
             "testcase_names": testcase_names,
             "testcase_envs": testcase_envs,
             "testcase_env_check": testcase_env_check,
+            "job_attempts": job_attempts,
         }

@@ -6,6 +6,7 @@ expression in the role; here each is one function with its edge cases tested."""
 
 from __future__ import annotations
 
+import json
 import re
 
 _ERROR_LINE = re.compile(r"error: (.*)")
@@ -37,3 +38,58 @@ def duration_seconds(delta: str) -> float:
     """Ansible's command ``delta`` (``H:MM:SS.ffffff``) in seconds, to a tenth."""
     hours, minutes, seconds = (float(part) for part in (delta or "0:00:00").split(":"))
     return round(hours * 3600 + minutes * 60 + seconds, 1)
+
+
+ATTEMPT_PREFIX = "TRAINSTACK_ATTEMPT "
+ATTEMPT_STOP_PREFIX = "TRAINSTACK_ATTEMPT_STOP "
+METRIC_PREFIX = "TRAINSTACK_METRIC "
+
+
+def _json_after(line: str, prefix: str) -> dict | None:
+    """The JSON object a marker line carries after its prefix, or None for a line cut short or garbled (a
+    node that was lost mid-write leaves one)."""
+    try:
+        value = json.loads(line[line.index(prefix) + len(prefix) :])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def job_attempts(log_text: str) -> list[dict]:
+    """Every attempt of a requeueable job from its log (``--open-mode=append`` keeps all of them): the batch
+    script's ``TRAINSTACK_ATTEMPT`` line opens one (attempt number, job id, node set, checkpoint it resumes
+    from), the test case's ``TRAINSTACK_METRIC`` lines that follow are its steps, and a
+    ``TRAINSTACK_ATTEMPT_STOP`` line says why the script refused to run it (requeued too often).
+
+    Metric lines before the first marker (a script without markers) make no attempt: nothing is guessed."""
+    attempts: list[dict] = []
+    for line in log_text.splitlines():
+        if ATTEMPT_STOP_PREFIX in line:
+            stop = _json_after(line, ATTEMPT_STOP_PREFIX)
+            if stop is not None and attempts:
+                attempts[-1]["stopped"] = str(stop.get("reason", ""))
+        elif ATTEMPT_PREFIX in line:
+            start = _json_after(line, ATTEMPT_PREFIX)
+            if start is None:
+                continue
+            attempts.append(
+                {
+                    "attempt": int(start.get("attempt", len(attempts))),
+                    "job_id": str(start.get("job_id", "")),
+                    "nodes": str(start.get("nodes", "")),
+                    "checkpoint": start.get("checkpoint") or None,
+                    "first_step": None,
+                    "last_step": None,
+                    "steps": 0,
+                }
+            )
+        elif METRIC_PREFIX in line and attempts:
+            metric = _json_after(line, METRIC_PREFIX)
+            if metric is None or not isinstance(metric.get("step"), int):
+                continue
+            current = attempts[-1]
+            current["steps"] += 1
+            if current["first_step"] is None:
+                current["first_step"] = metric["step"]
+            current["last_step"] = metric["step"]
+    return attempts

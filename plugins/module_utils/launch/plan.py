@@ -167,6 +167,13 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
             lambda: f"training_job_checkpoint_every must be >= 0 (got {r['training_job_checkpoint_every']}).",
         ),
         (
+            as_int(r["training_job_max_restarts"]) >= 0 and as_int(r["training_job_rank_restarts"]) >= 0,
+            lambda: (
+                "training_job_max_restarts and training_job_rank_restarts must be >= 0 (got "
+                f"{r['training_job_max_restarts']}, {r['training_job_rank_restarts']})."
+            ),
+        ),
+        (
             bool(PARTITION.match(str(r["training_job_partition"]))),
             lambda: (
                 f"training_job_partition '{r['training_job_partition']}' must be a Slurm partition name "

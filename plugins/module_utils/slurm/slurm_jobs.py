@@ -412,10 +412,27 @@ def parse_squeue_json(output: str, now: int) -> list[JobInfo]:
     return jobs
 
 
+def _latest_runs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per job: the latest run of a requeued job. ``sacct --json`` lists every run of a job that
+    Slurm requeued (a NODE_FAIL record, then the run after it), where sacct's text output, without
+    ``--duplicates``, shows only the latest; an earlier run's state is not the job's."""
+    latest: dict[Any, tuple[int, int, dict[str, Any]]] = {}
+    for order, job in enumerate(jobs):
+        submitted = _number((job.get("time") or {}).get("submission")) or 0
+        key = (
+            job.get("job_id"),
+            json.dumps(job.get("array"), sort_keys=True),
+            json.dumps(job.get("het"), sort_keys=True),
+        )
+        if key not in latest or (submitted, order) >= latest[key][:2]:
+            latest[key] = (submitted, order, job)
+    return [job for _submitted, _order, job in sorted(latest.values(), key=lambda item: item[1])]
+
+
 def parse_sacct_json(output: str) -> list[JobInfo]:
     """Parse ``sacct --json`` (allocations in ``jobs``; their steps are nested and not read)."""
     jobs = []
-    for job in _json_jobs(output):
+    for job in _latest_runs(_json_jobs(output)):
         array, het = job.get("array") or {}, job.get("het") or {}
         state = job.get("state") or {}
         exit_code = job.get("exit_code") or {}

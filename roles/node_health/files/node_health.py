@@ -107,6 +107,9 @@ class Probe:
     gdrcopy_sanity: bool = False
     slurm_node: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     timeout: int = 60
+    # The lab's fault injection: kernel-log lines (such as an Xid) read as if the kernel had logged them, so
+    # that a GPU fault can be staged on a node without a GPU. Lab nodes only (node_health_lab_fault_file).
+    fault_injection_file: Path | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def which(self, name: str) -> str | None:
@@ -456,9 +459,22 @@ def _kernel_log(probe: Probe) -> tuple[str | None, str]:
     return None, "neither dmesg nor journalctl -k could read the kernel log"
 
 
+def _injected_fault(probe: Probe) -> str | None:
+    """The lab's injected kernel-log lines, or None where no fault file is configured or present."""
+    if probe.fault_injection_file is None:
+        return None
+    try:
+        return probe.fault_injection_file.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
 def check_gpu_xid(probe: Probe) -> Result:
     """Xid events since boot, each classified; the worst remedy becomes the check's severity."""
     log, source = _kernel_log(probe)
+    fault = _injected_fault(probe)
+    if fault is not None:
+        log, source = (log or "") + "\n" + fault, f"{source}, lab fault injection {probe.fault_injection_file}"
     if log is None:
         return _skip("gpu_xid", "monitor", source)
     events = parse_xids(log)
@@ -725,6 +741,14 @@ def run_checks(probe: Probe, names: Iterable[str]) -> dict[str, Any]:
     }
 
 
+def drain_reason(report: dict[str, Any], limit: int = 200) -> str:
+    """The reason a failed node is drained with: every failed check by name, then its message; Slurm shows
+    it in ``sinfo -R`` and ``scontrol show node``, so it is one line, of bounded length, without quotes."""
+    failed = "; ".join(f"{f['check']}: {f['message']}" for f in report["failed"])
+    text = re.sub(r"[\"'\\\s]+", " ", f"node_health: {failed}").strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def format_table(report: dict[str, Any]) -> str:
     """Terminal lines, one per check."""
     lines = [f"{report['node']} ({report['instance_type']}): {'OK' if report['ok'] else 'FAILED'}"]
@@ -747,6 +771,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gdrcopy-sanity", action="store_true")
     parser.add_argument("--slurm-node")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    parser.add_argument(
+        "--reason", action="store_true", help="print only the drain reason (nothing when every check passed)"
+    )
+    parser.add_argument("--fault-injection-file", type=Path, help="lab fault injection: extra kernel-log lines")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     return parser.parse_args(argv)
 
@@ -785,6 +813,8 @@ def build_probe(args: argparse.Namespace) -> tuple[Probe, list[str]]:
         dcgm_level=args.dcgm_level if args.dcgm_level is not None else int(config.get("dcgm_level", 1)),
         gdrcopy_sanity=args.gdrcopy_sanity or bool(config.get("gdrcopy_sanity")),
     )
+    fault_file = args.fault_injection_file or config.get("fault_injection_file")
+    probe.fault_injection_file = Path(fault_file) if fault_file else None
     if args.slurm_node or config.get("slurm_node"):
         probe.slurm_node = args.slurm_node or config["slurm_node"]
     return probe, names
@@ -803,7 +833,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text + "\n", encoding="utf-8")
-    print(text if args.json else format_table(report))
+    if args.reason:
+        print("" if report["ok"] else drain_reason(report))
+    else:
+        print(text if args.json else format_table(report))
     return 0 if report["ok"] else 1
 
 

@@ -32,8 +32,8 @@ ACTIONS = {
     "cuda": {"repo"},
     # The last step of an image build, after the manifest: strip host identity.
     "image_selfcheck": {"generalize"},
-    # Controller-side lifecycle of the local lab.
-    "lab": {"down", "status", "remove_nodes"},
+    # Controller-side lifecycle of the local lab (power: an elastic node made or removed at Slurm's request).
+    "lab": {"down", "status", "remove_nodes", "power"},
     # Cluster-wide checks run once before any node changes, the cluster's registration in slurmdbd and its
     # people's associations.
     "slurm": {"validate"},

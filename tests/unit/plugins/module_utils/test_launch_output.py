@@ -33,3 +33,59 @@ def test_the_refusal_is_the_last_error_line_or_the_whole_output() -> None:
 )
 def test_a_commands_delta_is_seconds(delta: str, seconds: float) -> None:
     assert output.duration_seconds(delta) == seconds
+
+
+# A requeued job's log, as --open-mode=append leaves it: the first attempt lost a node after step 7 (its last
+# line cut short), the second resumed from the step-5 checkpoint and finished; a third was refused.
+REQUEUED_LOG = """\
+TRAINSTACK_ATTEMPT {"attempt": 0, "job_id": "12", "nodes": "ts-elastic[1-2]", "checkpoint": ""}
+trainstack: job 12 on ts-elastic[1-2], rendezvous on ts-elastic1:29500
+TRAINSTACK_METRIC {"step": 1, "loss": 9.1}
+TRAINSTACK_METRIC {"step": 2, "loss": 8.7}
+TRAINSTACK_METRIC {"step": 7, "loss": 7.0}
+TRAINSTACK_METRIC {"step": 8, "lo
+srun: error: ts-elastic2: task 1: Killed
+TRAINSTACK_ATTEMPT {"attempt": 1, "job_id": "12", "nodes": "ts-elastic[1-2]", "checkpoint": "/c/step-5"}
+TRAINSTACK_METRIC {"step": 6, "loss": 7.4}
+TRAINSTACK_METRIC {"step": 20, "loss": 5.0}
+TRAINSTACK_ATTEMPT {"attempt": 2, "job_id": "12", "nodes": "n1,n2", "checkpoint": "/c/step-20"}
+TRAINSTACK_ATTEMPT_STOP {"attempt": 2, "reason": "requeued 2 times, more than the limit"}
+"""
+
+
+def test_every_attempt_of_a_requeued_job_is_read_from_its_log() -> None:
+    attempts = output.job_attempts(REQUEUED_LOG)
+    assert attempts == [
+        {
+            "attempt": 0,
+            "job_id": "12",
+            "nodes": "ts-elastic[1-2]",
+            "checkpoint": None,
+            "first_step": 1,
+            "last_step": 7,
+            "steps": 3,
+        },
+        {
+            "attempt": 1,
+            "job_id": "12",
+            "nodes": "ts-elastic[1-2]",
+            "checkpoint": "/c/step-5",
+            "first_step": 6,
+            "last_step": 20,
+            "steps": 2,
+        },
+        {
+            "attempt": 2,
+            "job_id": "12",
+            "nodes": "n1,n2",
+            "checkpoint": "/c/step-20",
+            "first_step": None,
+            "last_step": None,
+            "steps": 0,
+            "stopped": "requeued 2 times, more than the limit",
+        },
+    ]
+
+
+def test_a_log_without_attempt_markers_has_no_attempts() -> None:
+    assert output.job_attempts('TRAINSTACK_METRIC {"step": 1}\n') == []

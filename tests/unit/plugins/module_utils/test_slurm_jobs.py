@@ -200,6 +200,23 @@ def test_parse_sacct_json_shapes() -> None:
         parse_sacct_json('{"errors": []}')
 
 
+def test_a_requeued_job_is_its_latest_run_in_sacct_json() -> None:
+    """sacct --json lists every run of a requeued job (22.05, recorded on the lab): the first run ended
+    NODE_FAIL when its node was lost, the run after the requeue COMPLETED. The job is the latest run."""
+    requeued = (
+        '{"jobs": [{"job_id": 11, "name": "it-heal", "state": {"current": "NODE_FAIL", "reason": "None"},'
+        ' "exit_code": {"status": "SUCCESS", "return_code": 0}, "nodes": "ts-elastic[1-2]",'
+        ' "time": {"elapsed": 151, "submission": 1796522178}, "array": {"job_id": 0, "task_id": null},'
+        ' "het": {"job_id": 0, "job_offset": null}},'
+        ' {"job_id": 11, "name": "it-heal", "state": {"current": "COMPLETED", "reason": "BeginTime"},'
+        ' "exit_code": {"status": "SUCCESS", "return_code": 0}, "nodes": "ts-elastic[1-2]",'
+        ' "time": {"elapsed": 237, "submission": 1796522392}, "array": {"job_id": 0, "task_id": null},'
+        ' "het": {"job_id": 0, "job_offset": null}}]}'
+    )
+    [job] = parse_sacct_json(requeued)
+    assert (job.job_id, job.state, job.elapsed_s) == ("11", "COMPLETED", 237)
+
+
 # ---------------------------------------------------------------- ids and one answer per job
 
 

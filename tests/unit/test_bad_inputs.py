@@ -24,7 +24,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from tests.support import REPO
+from tests.support import CURRENT_STACK_FILE, REPO
 from tests.support.roles import assert_task_failure, init_ansible_plugins, role_data_templar
 
 init_ansible_plugins()
@@ -40,7 +40,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.stack import st
 from ansible_collections.trainstack.cluster.plugins.modules import artifact, slurm_job  # noqa: E402
 
 SPEC = yaml.safe_load((REPO / "inventories" / "aws" / "clusters" / "g6e.yml").read_text())
-STACK = yaml.safe_load((REPO / "stacks" / "ts-2026.12.yml").read_text())
+STACK = yaml.safe_load(CURRENT_STACK_FILE.read_text())
 RULES = yaml.safe_load((REPO / "stacks" / "rules.yml").read_text())["rules"]
 CATALOG = yaml.safe_load((REPO / "stacks" / "instance_types.yml").read_text())
 ROLE = REPO / "roles" / "training_job"

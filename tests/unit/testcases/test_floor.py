@@ -1,4 +1,5 @@
-"""The step floor's GEMM list and arithmetic, checked on CPU against the model the test cases train."""
+"""The step floor's GEMM list and arithmetic, checked on CPU against the model the test cases train (here, not
+under tests/unit/bench: it imports torch, which cannot share a process with Ansible)."""
 
 from __future__ import annotations
 

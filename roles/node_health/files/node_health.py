@@ -474,7 +474,10 @@ def check_gpu_xid(probe: Probe) -> Result:
     log, source = _kernel_log(probe)
     fault = _injected_fault(probe)
     if fault is not None:
-        log, source = (log or "") + "\n" + fault, f"{source}, lab fault injection {probe.fault_injection_file}"
+        log, source = (
+            (log or "") + "\n" + fault,
+            f"{source}, lab fault injection {probe.fault_injection_file}",
+        )
     if log is None:
         return _skip("gpu_xid", "monitor", source)
     events = parse_xids(log)
@@ -774,7 +777,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reason", action="store_true", help="print only the drain reason (nothing when every check passed)"
     )
-    parser.add_argument("--fault-injection-file", type=Path, help="lab fault injection: extra kernel-log lines")
+    parser.add_argument(
+        "--fault-injection-file", type=Path, help="lab fault injection: extra kernel-log lines"
+    )
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     return parser.parse_args(argv)
 

@@ -65,7 +65,9 @@ def test_lost_node_fails_the_launch_and_a_relaunch_resumes(lab_ready: None) -> N
     name = f"it-resume-{os.getpid()}"
     # Without requeueing (training_job_max_restarts=0) a lost node ends the job; test_lab_self_healing.py has
     # the requeued job that resumes by itself.
-    common = fsdp_on_both_nodes(name, "-e", "training_job_checkpoint_every=5", "-e", "training_job_max_restarts=0")
+    common = fsdp_on_both_nodes(
+        name, "-e", "training_job_checkpoint_every=5", "-e", "training_job_max_restarts=0"
+    )
     first = subprocess.Popen(  # the launch that loses a node
         [
             str(Path(".venv/bin/ansible-playbook").resolve()),

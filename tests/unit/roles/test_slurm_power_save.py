@@ -1,10 +1,10 @@
-"""Slurm's power saving and health check as the lab's elastic nodes configure it, rendered from the roles' data.
+"""Slurm's power saving and health check as the lab's elastic nodes configure it, rendered from the roles'
+data.
 
-The lab's inventory (roles/lab/templates/hosts.yml.j2) carries the Slurm settings for its elastic nodes; the
-slurm role renders them into slurm.conf: CLOUD node lines with what each node has (no host backs them when the
-file is written), the power programs, only the elastic partition powered down, and slurmd's health check. A lab
-without elastic nodes renders none of it: the static lab is as it was.
-"""
+The lab's inventory (roles/lab/templates/hosts.yml.j2) carries the Slurm settings for its elastic nodes;
+the slurm role renders them into slurm.conf: CLOUD node lines with what each node has (no host backs them
+when the file is written), the power programs, only the elastic partition powered down, and slurmd's
+health check. A lab without elastic nodes renders none of it: the static lab is as it was."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def lab_inventory(elastic: int) -> dict:
 
 
 def slurm_conf(inventory_vars: dict) -> list[str]:
-    """slurm.conf's lines for the inventory's Slurm variables (static node lines left out: they need facts)."""
+    """slurm.conf's lines for the inventory's Slurm variables (static node lines left out: need facts)."""
     templar = role_data_templar(
         "slurm",
         os_vars="debian-12",

@@ -255,7 +255,9 @@ keyed_groups:
     prefix: gpu
 """
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ansible import constants
@@ -273,6 +275,24 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_c
 )
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the inventory is read and built, back as it was after.
+
+    Why: reading and building the inventory allocates a few container objects per host and frees almost
+    none, which is the pattern that makes the collector scan every object built so far again and again
+    (measured: 0.8 s of the 6.1 s of CPU of a cached `ansible all --list-hosts` at 45,000 hosts). What is
+    built here holds no reference cycles, so nothing is left for the collector to free meanwhile.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     """Reads or restores cluster nodes, then adds one prepared plan to the inventory."""
 
@@ -286,25 +306,26 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """Cached path: records from the cache plugin; otherwise AWS. Either way the same plan builder."""
         super().parse(inventory, loader, path, cache)
         config = self._read_config_data(path)
-        try:
-            self._reject_unknown_options(config)
-            nodes, facts = self._records(path, cache)
-            self._check_found(nodes)
-            plan = build_plan(
-                nodes,
-                facts,
-                self.get_option("hostnames"),
-                prefix=self.get_option("group_prefix"),
-                ssm=self.get_option("hyperpod_ssm"),
-                ssm_profile=self.get_option("profile"),
-            )
-        except Ec2ClusterError as error:
-            # from None: the sentence already carries what the AWS error said, and Ansible would print every
-            # link of the chain after it, repeating it.
-            raise AnsibleParserError(f"{self.NAME} ({path}): {error}") from None
-        for host in plan.duplicates:
-            self.display.warning(f"{self.NAME}: host name {host} appears twice; kept the first node")
-        self._apply(plan)
+        with collector_paused():
+            try:
+                self._reject_unknown_options(config)
+                nodes, facts = self._records(path, cache)
+                self._check_found(nodes)
+                plan = build_plan(
+                    nodes,
+                    facts,
+                    self.get_option("hostnames"),
+                    prefix=self.get_option("group_prefix"),
+                    ssm=self.get_option("hyperpod_ssm"),
+                    ssm_profile=self.get_option("profile"),
+                )
+            except Ec2ClusterError as error:
+                # from None: the sentence already carries what the AWS error said, and Ansible would print
+                # every link of the chain after it, repeating it.
+                raise AnsibleParserError(f"{self.NAME} ({path}): {error}") from None
+            for host in plan.duplicates:
+                self.display.warning(f"{self.NAME}: host name {host} appears twice; kept the first node")
+            self._apply(plan)
 
     def _reject_unknown_options(self, config: Mapping[str, Any]) -> None:
         """Ansible ignores unknown keys in inventory files; a misspelt option would then be silently lost."""

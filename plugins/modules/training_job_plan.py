@@ -24,7 +24,7 @@ description:
     target, the locks it has and the command that makes one.
   - When the run installs no lock (C(training_job_venv=false)), the torch O(node) found is checked against
     the lock's version; only C(training_job_accept_torch) naming exactly that version lets it through, and the
-    plan records the exception (RV(plan.torch), C(TRAINSTACK_TORCH_ACCEPTED) in the ranks' environment).
+    plan records the exception (RV(plan), C(TRAINSTACK_TORCH_ACCEPTED) in the ranks' environment).
   - With O(image), also checks the container image as M(trainstack.cluster.container_image_info) described
     it (a stack record, CUDA the nodes' driver can run); O(image_unchecked) turns that refusal into
     RV(image_problems).

@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as default_catalog,
@@ -345,22 +346,31 @@ def ssm_proxy_args(target: str, region: str, profile: str | None) -> str:
     return f'-o ProxyCommand="{command}"'
 
 
+# Node field behind each `hostnames` choice; looked up by name so that no mapping is built per host.
+_HOSTNAME_FIELD = {
+    "private-dns-name": "private_dns",
+    "private-ip-address": "private_ip",
+    "instance-id": "instance_id",
+    "slurm-node-name": "slurm_node_name",
+}
+
+
 def choose_hostname(node: Node, preferences: Sequence[str]) -> str:
     """First available name in the user's order; the instance id always exists, so it closes the list."""
     for preference in preferences:
-        value = {
-            "private-dns-name": node.private_dns,
-            "private-ip-address": node.private_ip,
-            "instance-id": node.instance_id,
-            "slurm-node-name": node.slurm_node_name,
-        }.get(preference)
+        field_name = _HOSTNAME_FIELD.get(preference)
+        value = getattr(node, field_name) if field_name else None
         if value:
             return value
     return node.instance_id
 
 
+@lru_cache(maxsize=4096)
 def safe_group(name: str) -> str:
-    """Ansible group names allow letters, digits and underscores only."""
+    """Ansible group names allow letters, digits and underscores only.
+
+    Cached: the same few hundred cluster, role, type and zone names recur for every host of a fleet.
+    """
     return _UNSAFE_GROUP_CHARS.sub("_", name)
 
 
@@ -494,6 +504,9 @@ def build_plan(
     """
     plan = Plan()
     children: dict[str, set[str]] = {}
+    # Hosts that share a cluster, role, queue, type, region and zone share every group and every group
+    # that holds a shared fact; both are worked out once per such placement, not once per host.
+    placements: dict[tuple[object, ...], tuple[list[tuple[str, str | None]], dict[str, str]]] = {}
     owners_of: dict[str, dict[str, str]] = {}
     for node in nodes:
         host = choose_hostname(node, hostnames)
@@ -502,22 +515,32 @@ def build_plan(
             continue
         hostvars = host_variables(node, facts.get(node.instance_type), ssm, ssm_profile)
         plan.hostvars[host] = hostvars
-        for name, parent in group_names(node, prefix):
+        key = _placement(node)
+        placement = placements.get(key)
+        if placement is None:
+            placement = placements[key] = (group_names(node, prefix), shared_groups(node, prefix))
+            for name, parent in placement[0]:
+                if parent is not None:
+                    children.setdefault(parent, set()).add(name)
+        names, owners = placement
+        for name, _parent in names:
             plan.groups.setdefault(name, []).append(host)
-            if parent is not None:
-                children.setdefault(parent, set()).add(name)
-        owners = owners_of[host] = shared_groups(node, prefix)
+        owners_of[host] = owners
         for kind, group in owners.items():
             values = plan.groupvars.setdefault(group, {})
             for var in _SHARED_BY[kind]:
                 _merge_shared(values, var, hostvars.get(var, _ABSENT))
+    moved_by_owners: dict[int, frozenset[str]] = {}
     for host, hostvars in plan.hostvars.items():
-        moved = {
-            var
-            for kind, group in owners_of[host].items()
-            for var in _SHARED_BY[kind]
-            if _is_value(plan.groupvars[group].get(var, _UNSET))
-        }
+        owners = owners_of[host]
+        moved = moved_by_owners.get(id(owners))
+        if moved is None:
+            moved = moved_by_owners[id(owners)] = frozenset(
+                var
+                for kind, group in owners.items()
+                for var in _SHARED_BY[kind]
+                if _is_value(plan.groupvars[group].get(var, _UNSET))
+            )
         plan.host_only[host] = {var: value for var, value in hostvars.items() if var not in moved}
     plan.groupvars = {
         group: {var: value for var, value in values.items() if _is_value(value)}
@@ -525,3 +548,16 @@ def build_plan(
     }
     plan.children = {parent: sorted(kids) for parent, kids in children.items()}
     return plan
+
+
+def _placement(node: Node) -> tuple[object, ...]:
+    """Everything group_names and shared_groups read from a node: equal placements, equal groups."""
+    return (
+        node.cluster_name,
+        node.cluster_kind,
+        node.role,
+        node.instance_type,
+        node.region,
+        node.queue,
+        node.availability_zone,
+    )

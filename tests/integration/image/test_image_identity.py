@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import VENV_BIN, lab_ssh, run
 
-from .conftest import FLAVOUR, STACK
+from .conftest import FLAVOUR, LAB_SSH_VARS, STACK
 
 pytestmark = pytest.mark.lab
 HERE = "tests/integration/image"
@@ -26,16 +26,6 @@ HOST_SECRETS = [
     "./etc/munge/munge.key",
     "./var/lib/systemd/random-seed",
     "./etc/trainstack/cluster-address.env",
-]
-# The lab role's inventory is written for these nodes only: their host keys are new, so nothing is recorded.
-LAB_SSH_VARS = [
-    "-e",
-    json.dumps(
-        {
-            "ansible_host_key_checking": False,
-            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-        }
-    ),
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support import VENV_BIN, lab_ssh, run
 
-from .conftest import FLAVOUR, STACK
+from .conftest import FLAVOUR, LAB_SSH_VARS, STACK
 
 pytestmark = pytest.mark.lab
 ADDRESS = "10.77.0.157"
@@ -75,13 +75,15 @@ def test_a_launch_on_the_node_runs_in_the_environment_the_image_baked(booted_nod
             "-e",
             f"training_job_shared_dir={shared}",
             "-e",
-            f"training_job_results_dir={shared}/results",
+            f"training_job_results_dir={tmp_path / 'results'}",
             "-e",
             "training_job_name=it-baked",
+            *LAB_SSH_VARS,
         ]
     )
     assert f"venv: baked {env['path']}" in proc.stdout, proc.stdout[-3000:]
-    assert ssh("test", "-e", f"{shared}/trainstack/venvs").returncode != 0, "a virtualenv was built"
-    summary = ssh("sh", "-c", f"cat {shared}/results/it-baked*/summary.json")
-    assert summary.returncode == 0, summary.stderr
-    assert json.loads(summary.stdout)["torch_version"].split("+")[0] == env["torch"]
+    built = f"{shared}/trainstack/venvs/pytorch-ddp-{env['key']}"
+    assert ssh("test", "-e", built).returncode != 0, f"a virtualenv was built: {built}"
+    # The results come back to the controller, beside the test.
+    (summary,) = (tmp_path / "results").glob("*/summary.json")
+    assert json.loads(summary.read_text())["torch_version"].split("+")[0] == env["torch"]

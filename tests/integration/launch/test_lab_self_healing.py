@@ -181,7 +181,7 @@ def test_a_failed_node_is_replaced_and_the_job_resumes_on_it(elastic_lab: None) 
     before = {node: _identity(node) for node in NODES}
     victim = _fault_after_checkpoint(name, proc, after_step=0)
     wait_for(lambda: not _container_running(victim), 300, f"{victim} removed")
-    out, _ = proc.communicate(timeout=1800)
+    out = proc.communicate(timeout=1800)[0]
     assert proc.returncode == 0, out[out.rfind("fatal:") :][:3000] if "fatal:" in out else out[-3000:]
 
     results = results_dir(out)
@@ -217,7 +217,7 @@ def test_a_job_requeued_past_its_limit_stops_with_the_reason(elastic_lab: None) 
     first = max(int(p.parent.name.split("-")[1]) for p in ckpt.glob("step-*/train_state.json"))
     wait_for(lambda: 'TRAINSTACK_ATTEMPT {"attempt": 1' in _job_log(name), 1200, "the second attempt")
     _fault_after_checkpoint(name, proc, after_step=first)
-    out, _ = proc.communicate(timeout=1800)
+    out = proc.communicate(timeout=1800)[0]
     assert proc.returncode != 0
     assert "Stopped: requeued 2 times, more than training_job_max_restarts=1: not run again" in out, out[
         -4000:

@@ -380,3 +380,29 @@ def test_server_side_filters_push_names_down_only_for_one_tag_key():
         kinds=("parallelcluster", "tagged"), cluster_names=frozenset({"a"}), tagged_cluster_tag="fleet"
     )
     assert ec2_filters(two, []) == [{"Name": "tag-key", "Values": ["parallelcluster:cluster-name", "fleet"]}]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["cluster_name", "cluster_kind", "role", "instance_type", "region", "queue", "availability_zone"],
+)
+def test_hosts_that_differ_in_one_placement_field_get_their_own_groups(field):
+    """build_plan works the groups out once per placement; a host whose placement differs in any one field
+    from the host before it still gets exactly the groups and variables it would get alone."""
+    first = model.Node("i-1", "p5.48xlarge", "us-east-1", "a", "parallelcluster", "compute", "us-east-1a")
+    first.queue = "train"
+    second = model.Node(**{name: getattr(first, name) for name in model.Node.__slots__})
+    second.instance_id = "i-2"
+    setattr(second, field, {"cluster_kind": "pcs", "region": "us-west-2"}.get(field, "other"))
+    facts = {"p5.48xlarge": model.TypeFacts(8, "H100", 81920, 32), "other": model.TypeFacts()}
+    together = model.build_plan([first, second], facts, ["instance-id"])
+    alone = model.build_plan([second], facts, ["instance-id"])
+    assert {g for g, hosts in together.groups.items() if "i-2" in hosts} == set(alone.groups)
+    assert together.hostvars["i-2"] == alone.hostvars["i-2"]
+    for host in ("i-1", "i-2"):
+        seen: dict = {}
+        for group, members in together.groups.items():
+            if host in members:
+                seen.update(together.groupvars.get(group, {}))
+        seen.update(together.host_only[host])
+        assert seen == together.hostvars[host]

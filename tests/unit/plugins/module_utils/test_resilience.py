@@ -202,7 +202,10 @@ def test_pcluster_refuses_to_keep_unhealthy_nodes() -> None:
 def test_node_bootstrap_reads_the_variable_the_renderer_sets() -> None:
     playbook = yaml.safe_load((REPO / "playbooks" / "node_bootstrap.yml").read_text())
     assert playbook[0]["vars"]["node_bootstrap_health_hooks"] is True
-    assert resilience.node_bootstrap_args({"health_checks": False})[1].split("=")[0] in playbook[0]["vars"]
+    assert (
+        resilience.node_bootstrap_args({"health_checks": False})[1].split("=", maxsplit=1)[0]
+        in playbook[0]["vars"]
+    )
 
 
 # ---------------------------------------------------------------- SageMaker HyperPod
@@ -280,11 +283,11 @@ def test_pcs_node_groups_monitor_and_replace_where_slurm_lets_pcs_check() -> Non
 
 
 def test_pcs_keeps_faulty_nodes_isolated_or_checks_nothing_when_asked() -> None:
-    (isolate, *_) = pcs_groups("26.05", replace_unhealthy_nodes=False)
+    isolate = pcs_groups("26.05", replace_unhealthy_nodes=False)[0]
     assert isolate["instanceHealthChecks"] == {
         "healthMonitoring": {"mode": "STANDARD", "repairAction": "ISOLATE"}
     }
-    (off, *_) = pcs_groups("26.05", **OFF)
+    off = pcs_groups("26.05", **OFF)[0]
     assert off["instanceHealthChecks"] == {"healthMonitoring": {"mode": "NONE"}}
     for group in (isolate, off):
         assert model_problems("pcs", "CreateComputeNodeGroup", group) == ""

@@ -381,7 +381,7 @@ BOTOCORE_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "target"), BOTOCORE_CASES, ids=[f"{k}={v}"[:50] for k, v, _ in BOTOCORE_CASES]
+    ("key", "value", "target"), BOTOCORE_CASES, ids=[f"{case[0]}={case[1]}"[:50] for case in BOTOCORE_CASES]
 )
 def test_what_a_service_model_refuses_is_refused_naming_the_key(key: str, value: Any, target: str) -> None:
     where = re.sub(r"\.(\d+)\.", r"[\1].", key)

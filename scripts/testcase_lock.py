@@ -416,8 +416,16 @@ def render(manifest: Path, reqs: list[str], pins: list[Pin], index: str | None) 
             if index
             else "# Only the file pip chose is hashed (made without the published index)."
         ),
-        f"# Made by scripts/testcase_lock.py ({MAKE_COMMAND}): change the manifest's pins, then run that.",
     ]
+    header += [
+        f"# {req}: PyPI has its source only; the hash is the wheel's scripts/sdist_wheels.py builds "
+        "(pure Python, reproducible): a wheelhouse holds it, no node builds it."
+        for req in reqs
+        if canonicalize_name(Requirement(req).name) in SOURCE_BUILDS
+    ]
+    header.append(
+        f"# Made by scripts/testcase_lock.py ({MAKE_COMMAND}): change the manifest's pins, then run that."
+    )
     body = [line for pin in pins for line in pin.lines()]
     return "\n".join(header + body) + "\n"
 

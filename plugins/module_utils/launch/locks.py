@@ -162,6 +162,34 @@ def wheelhouse_missing(lock: str, files: Sequence[str]) -> list[str]:
     ]
 
 
+# A lock's note on a pin PyPI publishes as source only (scripts/testcase_lock.py writes it): the hash is that
+# of a wheel built once into a wheelhouse, so no package index serves the file the lock pins.
+SOURCE_ONLY_NOTE = re.compile(r"(?m)^# (\S+==\S+): PyPI has its source only;")
+
+
+def source_only_pins(lock: str) -> list[str]:
+    """The lock's pins whose pinned file is a wheel built from source: an install from a package index fails
+    their hash check, so only a wheelhouse can install the lock."""
+    return SOURCE_ONLY_NOTE.findall(lock)
+
+
+def _skip_reason(lock: str, wheelhouse: Sequence[str] | None) -> str:
+    """Why a build cannot install ``lock`` from ``wheelhouse`` (None: the package index), or ''."""
+    if wheelhouse is None:
+        built = source_only_pins(lock)
+        return (
+            f"{', '.join(built)} is built from source into a wheelhouse (pytorch_wheelhouse), and this build "
+            "installs from the package index"
+            if built
+            else ""
+        )
+    missing = wheelhouse_missing(lock, wheelhouse)
+    if not missing:
+        return ""
+    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    return f"the wheelhouse holds no file of {', '.join(missing[:3])}{more}"
+
+
 def baked_envs(
     catalog: str,
     testcases: Sequence[str],
@@ -176,7 +204,8 @@ def baked_envs(
 
     ``wheelhouse`` (the file names of the wheelhouse an offline build installs from; None: the package index)
     skips a case whose lock it does not hold, naming the first missing pins: the lab's wheelhouse holds the
-    cases of ``make wheelhouse``, not those of ``make wheelhouse-slow``.
+    cases of ``make wheelhouse``, not those of ``make wheelhouse-slow``. Without one, a case whose lock pins a
+    wheel built from source (:func:`source_only_pins`) is skipped: no index serves that file.
 
     Unknown test cases raise ValueError naming the catalog's: a typo in a flavour must fail the build before
     anything is installed.
@@ -197,11 +226,8 @@ def baked_envs(
             reason = unresolvable_reason(table, case, target) or f"{case} has no {lock_name(target)}"
             skipped.append({"case": case, "target": target, "reason": reason})
             continue
-        missing = wheelhouse_missing(lock, wheelhouse) if wheelhouse is not None else []
-        if missing:
-            reason = f"the wheelhouse holds no file of {', '.join(missing[:3])}" + (
-                f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-            )
+        reason = _skip_reason(lock, wheelhouse)
+        if reason:
             skipped.append({"case": case, "target": target, "reason": reason})
             continue
         key = venv_key(lock, python)

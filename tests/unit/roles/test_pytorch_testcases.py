@@ -25,10 +25,15 @@ def baked(os_key: str, **variables: Any) -> dict[str, Any]:
     return templar.template(trust_as_template(task["ansible.builtin.set_fact"]["__pytorch_testcase_envs"]))
 
 
-def test_a_gpu_image_bakes_every_case_from_its_gpu_lock() -> None:
+def test_a_gpu_image_bakes_every_case_the_index_can_install_from_its_gpu_lock() -> None:
+    """Without a wheelhouse, the one case whose lock pins a wheel built from source is skipped, and says so:
+    pip would download DeepSpeed's source from the index and refuse it by the lock's hash."""
     envs = baked("ubuntu2404")
-    assert envs["target"] == "gpu-ubuntu-24.04-x86_64" and envs["skipped"] == []
-    assert [env["case"] for env in envs["bake"]] == ALL
+    assert envs["target"] == "gpu-ubuntu-24.04-x86_64"
+    (skipped,) = envs["skipped"]
+    assert skipped["case"] == "deepspeed/zero3"
+    assert skipped["reason"].startswith("deepspeed==0.19.8 is built from source into a wheelhouse")
+    assert [env["case"] for env in envs["bake"]] == [case for case in ALL if case != "deepspeed/zero3"]
     assert {env["lock_name"] for env in envs["bake"]} == {"requirements.gpu-ubuntu-24.04-x86_64.lock"}
     assert all(
         env["path"] == f"/opt/trainstack/envs/{env['case'].replace('/', '-')}-{env['key']}"
@@ -95,6 +100,41 @@ def test_the_lab_image_bakes_the_lab_locks_its_wheelhouse_holds(tmp_path) -> Non
     ]
     assert [s["case"] for s in envs["skipped"]] == ["torchtitan/llama"]
     assert "the wheelhouse holds no file of" in envs["skipped"][0]["reason"]
+
+
+def test_a_wheelhouse_that_holds_the_built_wheel_bakes_the_source_only_case(tmp_path) -> None:
+    lock = (REPO / "testcases" / "deepspeed" / "zero3" / "requirements.gpu-ubuntu-24.04-x86_64.lock").read_text()
+    for name, version in locks.LOCK_LINE.findall(lock):
+        (tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    envs = baked("ubuntu2404", pytorch_testcases=["deepspeed/zero3"], pytorch_wheelhouse=str(tmp_path))
+    assert [env["case"] for env in envs["bake"]] == ["deepspeed/zero3"] and envs["skipped"] == []
+
+
+def test_the_lab_lock_of_deepspeed_says_its_wheel_is_built_from_source() -> None:
+    lock = (REPO / "testcases" / "deepspeed" / "zero3" / "requirements.lock").read_text()
+    assert locks.source_only_pins(lock) == ["deepspeed==0.19.8"]
+    fsdp = (REPO / "testcases" / "pytorch" / "fsdp" / "requirements.lock").read_text()
+    assert locks.source_only_pins(fsdp) == []
+
+
+def test_without_a_wheelhouse_the_locks_find_the_stacks_torch_wheel_beside_the_index() -> None:
+    """The lab lock's torch is a local version (+cpu) that no index serves: the stack's checksummed wheel,
+    fetched by the artifact layer, is offered with --find-links, the index still on for the rest."""
+    templar = role_templar("pytorch", "debian12", {"pytorch_wheelhouse": ""})
+    block = role_task("pytorch", "testcases.yml", "Bake the environments that are not complete")["block"]
+    names = [task["name"] for task in block]
+    assert names.index("Fetch the stack's torch wheel for the environments") < names.index(
+        "Install each environment's lock"
+    )
+    install = block[names.index("Install each environment's lock")]
+    item = {"path": "/opt/trainstack/envs/pytorch-ddp-0123456789abcdef", "lock_name": "requirements.lock"}
+    fetched = {"results": [{"dest": "/var/cache/trainstack/artifacts/torch-cpu-cp311-x86_64/torch.whl"}]}
+    scoped = templar.copy_with_new_env(
+        available_variables={**templar.available_variables, "item": item, "artifact_results": fetched}
+    )
+    argv = scoped.template(trust_as_template(install["ansible.builtin.command"]["argv"]))
+    assert "--no-index" not in argv
+    assert argv[argv.index("--find-links") + 1] == "/var/cache/trainstack/artifacts/torch-cpu-cp311-x86_64"
 
 
 def test_none_are_baked_when_the_list_is_empty() -> None:

@@ -19,20 +19,22 @@ snapshot, tests/unit/plugins/module_utils/fixtures/pcluster_limits.json) and fro
 new upstream rule shows up as a failing test, not as a refused request.
 
 Two checks read botocore's data files at run time, offline: the region must be one of botocore's endpoint
-partitions (endpoints.json), and a head or login node type outside the instance catalog (which holds the
+partitions (endpoints.json; the rule is aws/names.region_problem, which the foundation applies too), and a
+head or login node type outside the instance catalog (which holds the
 accelerated types only) must be one EC2's model knows (its InstanceType enum). Without botocore both are
 skipped; every other rule is plain data.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws import names
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.names import did_you_mean
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
 
 PCLUSTER = "ParallelCluster"
@@ -42,9 +44,10 @@ EKS = "Amazon EKS"
 BATCH = "AWS Batch"
 TARGETS = (PCLUSTER, HYPERPOD, PCS, EKS, BATCH)
 # The AWS foundation every target's cluster playbook makes first: its VPC, bucket and IAM role names are made
-# from the cluster name, so its rule (roles/aws_foundation/tasks/validate.yml) binds every target.
+# from the cluster name, so its rule (module_utils/aws/names.py, which the role's validate.yml asks through
+# the foundation_name_problem filter) binds every target.
 FOUNDATION = "the AWS foundation"
-FOUNDATION_NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+FOUNDATION_NAME = names.FOUNDATION_NAME
 
 # Where checked: by this module on the spec, by the spec's JSON Schema, or by one target's renderer only.
 SPEC, SCHEMA = "spec", "schema"
@@ -165,7 +168,7 @@ RULES: tuple[Rule, ...] = (
     Rule("name", PCS, "CreateQueue.clusterIdentifier", "pcs ClusterIdentifier", PCS_CLUSTER_ID),
     Rule("name", HYPERPOD, "CreateCluster.ClusterName", "sagemaker ClusterName", HYPERPOD_NAME, 1, 63),
     Rule("name", EKS, "CreateCluster.name", "eks ClusterName", EKS_CLUSTER_NAME, 1, 100),
-    Rule("name", FOUNDATION, "aws_foundation_cluster_name", "roles/aws_foundation", FOUNDATION_NAME, 2, 32),
+    Rule("name", FOUNDATION, "aws_foundation_cluster_name", "aws/names", FOUNDATION_NAME, 2, 32),
     # ---- queue names: ParallelCluster's queue, PCS's node group and queue, HyperPod's instance group
     Rule(
         "queues[].name",
@@ -575,18 +578,6 @@ def count_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 @functools.cache
-def known_regions() -> frozenset[str]:
-    """Every region of botocore's endpoint partitions (aws, aws-cn, aws-us-gov, the ISO ones); empty when
-    botocore is not installed (the check is then skipped)."""
-    try:
-        from botocore.loaders import create_loader
-    except ImportError:  # pragma: no cover - botocore comes with the collection's requirements
-        return frozenset()
-    partitions = create_loader().load_data("endpoints")["partitions"]
-    return frozenset(region for partition in partitions for region in partition["regions"])
-
-
-@functools.cache
 def ec2_instance_types() -> frozenset[str]:
     """Every instance type EC2's model names (its InstanceType enum); empty without botocore."""
     try:
@@ -597,21 +588,10 @@ def ec2_instance_types() -> frozenset[str]:
     return frozenset(model["shapes"]["InstanceType"]["enum"])
 
 
-def did_you_mean(value: str, known: Any) -> str:
-    """'; did you mean X?' for the closest known name, or nothing."""
-    close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""
-
-
 def region_problems(spec: Mapping[str, Any]) -> list[str]:
-    regions = known_regions()
-    region = spec["region"]
-    if not regions or region in regions:
-        return []
-    return [
-        f"region: {region} is not an AWS region (botocore's endpoint partitions)"
-        f"{did_you_mean(region, regions)}"
-    ]
+    """The region, by the rule the foundation applies too (module_utils/aws/names.py)."""
+    problem = names.region_problem(spec["region"], "region")
+    return [problem] if problem else []
 
 
 def node_type_problems(spec: Mapping[str, Any], catalog: instance_catalog.Catalog) -> list[str]:

@@ -82,6 +82,13 @@ BAD_INPUT = [
     ("name_trailing_dash", {"aws_foundation_cluster_name": "llm-"}, "aws_foundation_cluster_name"),
     ("name_too_long", {"aws_foundation_cluster_name": "a" * 33}, "aws_foundation_cluster_name"),
     ("region", {"aws_foundation_region": "us-east"}, "aws_foundation_region"),
+    # Shaped like a region, its zone consistent with it: botocore's endpoint data tells the typo, offline.
+    (
+        "region_typo",
+        {"aws_foundation_region": "us-eats-1", "aws_foundation_availability_zone": "us-eats-1a"},
+        "aws_foundation_region: us-eats-1 is not an AWS region (botocore's endpoint partitions); "
+        "did you mean us-east-1?",
+    ),
     (
         "zone_other_region",
         {"aws_foundation_availability_zone": "us-west-2a"},

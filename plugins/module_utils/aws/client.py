@@ -30,11 +30,14 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.aws.wait import
 RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 10}
 
 
-def client(module: Any, service: str, region: str | None = None) -> Any:
-    """A client of ``service`` (in ``region``, else the module's O(region)) that retries as RETRIES says."""
+def client(module: Any, service: str, region: str | None = None, attempts: int | None = None) -> Any:
+    """A client of ``service`` (in ``region``, else the module's O(region)) that retries as RETRIES says;
+    ``attempts`` lowers the total for a read whose failure is only a warning (a quota), which should not
+    hold the run for minutes of backoff first."""
     where = {"region": region} if region else {}
     # A copy: botocore rewrites the retries mapping it is given (max_attempts into total_max_attempts).
-    return module.client(service, config=botocore.config.Config(retries=dict(RETRIES)), **where)
+    retries = {**RETRIES, "total_max_attempts": attempts} if attempts else dict(RETRIES)
+    return module.client(service, config=botocore.config.Config(retries=retries), **where)
 
 
 @contextmanager

@@ -52,6 +52,7 @@ class InstanceType:
     nvlink_links_per_gpu: int
     nvswitch: bool
     nccl_allreduce_busbw_gbps: float | None
+    vcpus: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     health: dict[str, Any] = field(default_factory=dict)
 
@@ -97,6 +98,7 @@ _KEYS: dict[str, _Check] = {
     "accelerator_count": ("an integer >= 0", _INT, False),
     "host_memory_gib": ("an integer > 0 or null", _INT, True),
     "min_memory_gib": ("a number > 0", _NUM, False),
+    "vcpus": ("an integer > 0 or null (EC2's DefaultVCpus)", _INT, True),
     "efa_interfaces": ("an integer >= 0", _INT, False),
     "gpudirect_rdma": ("a boolean", (bool,), False),
     "nvlink_links_per_gpu": ("an integer >= 0", _INT, False),
@@ -125,7 +127,7 @@ def _check_value(where: str, key: str, value: Any) -> None:
 
 
 def _check_range(where: str, key: str, rule: str, value: Any) -> None:
-    positive = key in ("gpu_memory_mib", "bf16_dense_flops", "host_memory_gib", "min_memory_gib")
+    positive = key in ("gpu_memory_mib", "bf16_dense_flops", "host_memory_gib", "min_memory_gib", "vcpus")
     if key in ("nccl_allreduce_busbw_gbps",) or positive:
         if value <= 0:
             raise _fail(where, key, rule, value)

@@ -44,7 +44,8 @@ _TEXT = r"""
   "nccl_allreduce_busbw_gbps": null,
   "nvidia": true,
   "nvlink_links_per_gpu": 0,
-  "nvswitch": false
+  "nvswitch": false,
+  "vcpus": null
  },
  "families": {
   "g4dn": {
@@ -303,7 +304,8 @@ _TEXT = r"""
    "gpu_count": 4,
    "gpu_memory_mib": 15360,
    "host_memory_gib": 192,
-   "min_memory_gib": 180
+   "min_memory_gib": 180,
+   "vcpus": 48
   },
   "g5.48xlarge": {
    "efa_interfaces": 1,
@@ -311,20 +313,23 @@ _TEXT = r"""
    "gpu_memory_mib": 22888,
    "host_memory_gib": 768,
    "min_memory_gib": 730,
-   "nccl_allreduce_busbw_gbps": 8
+   "nccl_allreduce_busbw_gbps": 8,
+   "vcpus": 192
   },
   "g5g.16xlarge": {
    "gpu_count": 2,
    "gpu_memory_mib": 15360,
    "host_memory_gib": 128,
-   "min_memory_gib": 120
+   "min_memory_gib": 120,
+   "vcpus": 64
   },
   "g6.48xlarge": {
    "efa_interfaces": 1,
    "gpu_count": 8,
    "gpu_memory_mib": 22888,
    "host_memory_gib": 768,
-   "min_memory_gib": 730
+   "min_memory_gib": 730,
+   "vcpus": 192
   },
   "g6e.48xlarge": {
    "efa_interfaces": 4,
@@ -332,13 +337,15 @@ _TEXT = r"""
    "gpu_memory_mib": 45776,
    "host_memory_gib": 1536,
    "min_memory_gib": 1450,
-   "nccl_allreduce_busbw_gbps": 28
+   "nccl_allreduce_busbw_gbps": 28,
+   "vcpus": 192
   },
   "gr6.8xlarge": {
    "gpu_count": 1,
    "gpu_memory_mib": 22888,
    "host_memory_gib": 256,
-   "min_memory_gib": 240
+   "min_memory_gib": 240,
+   "vcpus": 32
   },
   "lab": {
    "env": {
@@ -371,14 +378,16 @@ _TEXT = r"""
    "gpu_count": 8,
    "gpu_memory_mib": 16384,
    "host_memory_gib": 488,
-   "min_memory_gib": 460
+   "min_memory_gib": 460,
+   "vcpus": 64
   },
   "p3dn.24xlarge": {
    "efa_interfaces": 1,
    "gpu_count": 8,
    "gpu_memory_mib": 32768,
    "host_memory_gib": 768,
-   "min_memory_gib": 730
+   "min_memory_gib": 730,
+   "vcpus": 96
   },
   "p4d.24xlarge": {
    "efa_interfaces": 4,
@@ -386,7 +395,8 @@ _TEXT = r"""
    "gpu_memory_mib": 40960,
    "host_memory_gib": 1152,
    "min_memory_gib": 1100,
-   "nccl_allreduce_busbw_gbps": 36
+   "nccl_allreduce_busbw_gbps": 36,
+   "vcpus": 96
   },
   "p4de.24xlarge": {
    "efa_interfaces": 4,
@@ -394,7 +404,8 @@ _TEXT = r"""
    "gpu_memory_mib": 81920,
    "host_memory_gib": 1152,
    "min_memory_gib": 1100,
-   "nccl_allreduce_busbw_gbps": 36
+   "nccl_allreduce_busbw_gbps": 36,
+   "vcpus": 96
   },
   "p5.48xlarge": {
    "efa_interfaces": 32,
@@ -402,7 +413,8 @@ _TEXT = r"""
    "gpu_memory_mib": 81920,
    "host_memory_gib": 2048,
    "min_memory_gib": 1950,
-   "nccl_allreduce_busbw_gbps": 280
+   "nccl_allreduce_busbw_gbps": 280,
+   "vcpus": 192
   },
   "p5e.48xlarge": {
    "efa_interfaces": 32,
@@ -410,7 +422,8 @@ _TEXT = r"""
    "gpu_memory_mib": 144384,
    "host_memory_gib": 2048,
    "min_memory_gib": 1950,
-   "nccl_allreduce_busbw_gbps": 280
+   "nccl_allreduce_busbw_gbps": 280,
+   "vcpus": 192
   },
   "p5en.48xlarge": {
    "efa_interfaces": 16,
@@ -418,7 +431,8 @@ _TEXT = r"""
    "gpu_memory_mib": 144384,
    "host_memory_gib": 2048,
    "min_memory_gib": 1950,
-   "nccl_allreduce_busbw_gbps": 300
+   "nccl_allreduce_busbw_gbps": 300,
+   "vcpus": 192
   },
   "p6-b200.48xlarge": {
    "efa_interfaces": 8,
@@ -426,33 +440,38 @@ _TEXT = r"""
    "gpu_memory_mib": 183359,
    "host_memory_gib": 2048,
    "min_memory_gib": 1950,
-   "nccl_allreduce_busbw_gbps": 300
+   "nccl_allreduce_busbw_gbps": 300,
+   "vcpus": 192
   },
   "p6-b300.48xlarge": {
    "efa_interfaces": 16,
    "gpu_count": 8,
    "gpu_memory_mib": 274658,
    "host_memory_gib": 4096,
-   "min_memory_gib": 3890
+   "min_memory_gib": 3890,
+   "vcpus": 192
   },
   "p6e-gb200.36xlarge": {
    "efa_interfaces": 4,
    "gpu_count": 4,
    "gpu_memory_mib": 189471,
    "host_memory_gib": 960,
-   "min_memory_gib": 910
+   "min_memory_gib": 910,
+   "vcpus": 144
   },
   "trn1.32xlarge": {
    "accelerator_count": 16,
    "efa_interfaces": 8,
    "host_memory_gib": 512,
-   "min_memory_gib": 485
+   "min_memory_gib": 485,
+   "vcpus": 128
   },
   "trn2.48xlarge": {
    "accelerator_count": 16,
    "efa_interfaces": 16,
    "host_memory_gib": 2048,
-   "min_memory_gib": 1950
+   "min_memory_gib": 1950,
+   "vcpus": 192
   }
  }
 }

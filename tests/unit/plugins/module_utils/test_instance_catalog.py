@@ -210,3 +210,30 @@ def test_a_yaml_error_names_the_file(tmp_path: Path) -> None:
     path.write_text("types: [unclosed\n", encoding="utf-8")
     with pytest.raises(ic.CatalogError, match=r"instance catalog .*instance_types\.yml: not YAML"):
         ic.load_file(str(path))
+
+
+def test_vcpus_are_ec2_s_default_vcpus() -> None:
+    """The quota check counts these; each type moto's copy of EC2's DescribeInstanceTypes data holds must
+    agree with it, and a type it lacks must follow EC2's sizes (an xlarge is 4 vCPUs)."""
+    import gzip
+    import json
+
+    import moto
+
+    data = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+    ec2 = json.loads(gzip.decompress(data.read_bytes()))
+    catalog = ic.default()
+    for name in (n for n in catalog.names() if "." in n):
+        vcpus = catalog.get(name).vcpus
+        if name in ec2:
+            assert vcpus == ec2[name]["VCpuInfo"]["DefaultVCpus"], name
+        else:
+            assert vcpus == 4 * int(name.split(".")[1].removesuffix("xlarge")), name
+    assert catalog.get("lab").vcpus is None and catalog.get("local").vcpus is None
+
+
+def test_vcpus_must_be_a_positive_integer() -> None:
+    bad = copy.deepcopy(yaml.safe_load(SOURCE.read_text()))
+    bad["types"]["p5.48xlarge"]["vcpus"] = 0
+    with pytest.raises(ic.CatalogError, match=r"types.p5.48xlarge.vcpus must be an integer > 0"):
+        ic.validate(bad)

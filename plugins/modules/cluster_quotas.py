@@ -88,7 +88,7 @@ quotas:
       source: applied
       problem: ""
       needed: 768
-      keys: [queues[0].max_count]
+      keys: ["queues[0].max_count"]
 unchecked:
   description: Queues not held to a quota, each with the reason.
   returned: always

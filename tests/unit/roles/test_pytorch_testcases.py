@@ -103,7 +103,8 @@ def test_the_lab_image_bakes_the_lab_locks_its_wheelhouse_holds(tmp_path) -> Non
 
 
 def test_a_wheelhouse_that_holds_the_built_wheel_bakes_the_source_only_case(tmp_path) -> None:
-    lock = (REPO / "testcases" / "deepspeed" / "zero3" / "requirements.gpu-ubuntu-24.04-x86_64.lock").read_text()
+    case = REPO / "testcases" / "deepspeed" / "zero3"
+    lock = (case / "requirements.gpu-ubuntu-24.04-x86_64.lock").read_text()
     for name, version in locks.LOCK_LINE.findall(lock):
         (tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
     envs = baked("ubuntu2404", pytorch_testcases=["deepspeed/zero3"], pytorch_wheelhouse=str(tmp_path))

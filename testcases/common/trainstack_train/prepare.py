@@ -126,8 +126,6 @@ def corpus_files(inputs: Sequence[Path]) -> list[Source]:
     if parquet and importlib.util.find_spec("pyarrow") is None:
         first = parquet[0]
         raise PrepareError(f"input {first}: reading Parquet needs the pyarrow package, not installed here")
-    if not found:
-        raise PrepareError(f"input {', '.join(map(str, inputs))}: no files")
     return found
 
 

@@ -245,6 +245,18 @@ def test_the_cli_names_the_bad_input_and_exits_2(tmp_path: Path, capsys: pytest.
     assert exited.value.code == 2 and "t.json: no such file" in capsys.readouterr().err
 
 
+def test_the_tokenizer_cli_trains_the_same_file_twice(
+    tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tok.json"
+    assert prep.main(["tokenizer", "--vocab-size", "400", "--output", str(out), str(SAMPLE)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["sha256"] == prep.sha256_file(out) == prep.sha256_file(tokenizer)  # deterministic
+    with pytest.raises(SystemExit):
+        prep.main(["tokenizer", "--vocab-size", "100", "--output", str(out), str(SAMPLE)])
+    assert "--vocab-size 100: at least 258" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(
     __import__("importlib").util.find_spec("pyarrow") is not None, reason="pyarrow is installed here"
 )
@@ -298,9 +310,8 @@ def test_samples_are_windows_of_the_shard_stream_each_once_per_epoch(prepared: P
     assert sampler.num_samples == (stream.size - 1) // 64
     ids = sampler.take(sampler.num_samples)
     assert sorted(ids.tolist()) == list(range(sampler.num_samples)) and sampler.position == Position(1, 0)
-    rows = sampler.rows(ids[:5])
-    for row, i in zip(rows, ids[:5], strict=True):
-        assert row.tolist() == stream[i * 64 : i * 64 + 65].tolist()
+    windows = np.lib.stride_tricks.sliding_window_view(stream, 65)[::64]  # window i starts at i * 64
+    assert np.array_equal(sampler.rows(ids), windows[ids])  # across shard boundaries too
     assert not np.array_equal(sampler.order(0), sampler.order(1))  # a fresh order every epoch
     again = Sampler(Corpus.open(prepared), 64, seed=3)
     assert np.array_equal(again.order(0), sampler.order(0))
@@ -338,3 +349,16 @@ def test_a_shard_that_disagrees_with_the_manifest_is_refused(prepared: Path, tmp
         Corpus.open(copy)
     with pytest.raises(FileNotFoundError, match=r"no manifest\.json"):
         Corpus.open(tmp_path)
+
+
+def test_a_position_saved_by_two_ranks_continues_on_one(prepared: Path) -> None:
+    """The position counts the job's samples: 2 ranks x 3 rows, restored on 1 rank x 6, reads on unchanged."""
+    straight = Sampler(Corpus.open(prepared), 64, seed=9)
+    expected = straight.rows(straight.take(6 * 5))
+    ranks = [Sampler(Corpus.open(prepared), 64, seed=9) for _ in range(2)]
+    read = [np.concatenate([ranks[r].next_batch(r, 2, 3) for r in range(2)]) for _ in range(3)]
+    assert ranks[0].state() == ranks[1].state()  # rank 0 alone saves it
+    single = Sampler(Corpus.open(prepared), 64, seed=9)
+    single.restore(ranks[0].state())
+    read += [single.next_batch(0, 1, 6) for _ in range(2)]
+    assert np.array_equal(np.concatenate(read), expected)

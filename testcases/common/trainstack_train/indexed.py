@@ -22,6 +22,7 @@ Layout of ``PREFIX.idx`` (all little-endian):
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ def paths(prefix: Path) -> tuple[Path, Path]:
 class IndexedWriter:
     """Streams documents into ``PREFIX.bin`` and writes ``PREFIX.idx`` on :meth:`close`.
 
-    Only the lengths stay in memory (4 bytes a document), so a shard of any size is written in one pass.
+    Only the lengths stay in memory (8 bytes a document), so a shard of any size is written in one pass.
     """
 
     def __init__(self, prefix: Path, dtype: np.dtype) -> None:
@@ -70,7 +71,7 @@ class IndexedWriter:
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.bin_path, self.idx_path = paths(prefix)
         self._bin: BinaryIO = self.bin_path.open("wb")
-        self._lengths: list[int] = []
+        self._lengths = array("q")  # 8 bytes a document, not a Python int's 28
         self.tokens = 0
 
     def add_document(self, ids: Iterable[int] | np.ndarray) -> None:
@@ -85,7 +86,7 @@ class IndexedWriter:
     def close(self) -> None:
         """Finish ``.bin`` and write ``.idx`` (lengths, byte pointers, document indices)."""
         self._bin.close()
-        lengths = np.asarray(self._lengths, dtype="<i4")
+        lengths = np.frombuffer(self._lengths, dtype=np.int64).astype("<i4")
         pointers = np.zeros(lengths.size, dtype="<i8")
         if lengths.size:
             np.cumsum(lengths[:-1].astype("<i8") * self.dtype.itemsize, out=pointers[1:])

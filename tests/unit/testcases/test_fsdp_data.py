@@ -124,3 +124,19 @@ def test_a_resumed_run_on_a_prepared_corpus_reads_the_same_batches_and_losses(
     assert len({tuple(rows.flatten().tolist()) for _, rows in straight}) == 6  # every step read other rows
     losses = whole.extra["losses"]
     assert first.extra["losses"] == losses[:3] and second.extra["losses"] == losses[3:]  # bitwise
+
+
+def test_a_prepared_corpus_is_checked_against_the_model_and_read_in_step_order(tmp_path):
+    sample = Path(__file__).resolve().parents[2] / "data" / "corpus" / "kjv-genesis-1-12.jsonl"
+    train_tokenizer([sample], tmp_path / "tok.json", vocab_size=400)
+    prepare_corpus([sample], tmp_path / "corpus", tmp_path / "tok.json")
+    with pytest.raises(ValueError, match=r"--data vocabulary \(400\) exceeds the model's \(300\)"):
+        BatchSource(str(tmp_path / "corpus"), 300, 2, 16, 0, 1, 0)
+    source = BatchSource(str(tmp_path / "corpus"), 512, 2, 16, 0, 1, 0)
+    source.batch(0, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="step 2 asked, the reader stands at step 1"):
+        source.batch(2, torch.device("cpu"))
+    # A checkpoint saved on other data holds no position: start after the samples those steps read.
+    resumed = BatchSource(str(tmp_path / "corpus"), 512, 2, 16, 0, 1, 0)
+    resumed.resume(1, None)
+    assert torch.equal(resumed.batch(1, torch.device("cpu"))[0], source.batch(1, torch.device("cpu"))[0])

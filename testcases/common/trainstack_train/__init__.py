@@ -16,7 +16,8 @@ beside its entrypoint; in the repository it is installed (editable) from ``testc
 Split the way torchtitan splits its components so each part can be read and tested on its own: ``config``
 (dataclasses and CLI), ``model`` (the network only), ``loss`` (fused linear cross-entropy), ``parallel``
 (process group, FSDP2, compile, activation checkpointing), ``data`` and ``tokens`` (tokenizer, token files,
-batches), ``checkpoint`` (torch.distributed.checkpoint with auto-resume), ``metrics`` (FLOPs, MFU, the
-per-step line and summary), ``loop`` (the training step and its schedule) and ``entry`` (an entrypoint's
-start and exit).
+batches), ``indexed``, ``prepare`` and ``corpus`` (Megatron's indexed format, preparing a corpus, the
+resumable sampler; torch-free), ``checkpoint`` (torch.distributed.checkpoint with auto-resume),
+``metrics`` (FLOPs, MFU, the per-step line and summary), ``loop`` (the training step and its schedule) and
+``entry`` (an entrypoint's start and exit).
 """

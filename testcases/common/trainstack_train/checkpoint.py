@@ -1,7 +1,8 @@
 """Distributed checkpoints with torch.distributed.checkpoint (DCP), and auto-resume from the latest one.
 
-Layout: ``<dir>/step-00000010/`` holds DCP's shards and ``.metadata``; ``train_state.json`` is written by rank
-0 only after every rank has finished ``dcp.save``, so its presence marks a complete checkpoint. A run killed
+Layout: ``<dir>/step-00000010/`` holds DCP's shards and ``.metadata``; ``train_state.json`` (the step and,
+for a prepared corpus, the data reader's position) is written by rank 0 only after every rank has finished
+``dcp.save``, so its presence marks a complete checkpoint. A run killed
 half-way through saving leaves a directory without it, which resume skips. Each rank writes its own shards
 (no gather to rank 0), so the directory must be on a filesystem all nodes share.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -39,14 +41,25 @@ def latest_complete(root: Path) -> tuple[int, Path] | None:
     return max(found) if found else None
 
 
-def save(root: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer, is_main: bool) -> Path:
-    """Collective: every rank writes its shards of model and optimizer state, then rank 0 marks it done."""
+def save(
+    root: Path,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    is_main: bool,
+    data: dict[str, Any] | None = None,
+) -> Path:
+    """Collective: every rank writes its shards of model and optimizer state, then rank 0 marks it done.
+
+    ``data`` is the data reader's position (the same on every rank), kept in the marker beside the step.
+    """
     target = step_dir(root, step)
     model_sd, optim_sd = get_state_dict(model, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(target))
     dist.barrier()
     if is_main:
-        (target / MARKER).write_text(json.dumps({"step": step}) + "\n", encoding="utf-8")
+        marker = {"step": step} if data is None else {"step": step, "data": data}
+        (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     dist.barrier()
     return target
 
@@ -58,3 +71,10 @@ def load(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     dcp.load(state, checkpoint_id=str(path))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     return int(json.loads((path / MARKER).read_text(encoding="utf-8"))["step"])
+
+
+def data_state(path: Path) -> dict[str, Any] | None:
+    """The data position saved with a complete checkpoint; ``None`` when it was saved without one."""
+    marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    state = marker.get("data")
+    return state if isinstance(state, dict) else None

@@ -12,15 +12,22 @@ Batches are a pure function of ``(step, rank)``: sample ``i`` is the window ``[i
 (``seq_len + 1`` tokens: inputs plus shifted targets), and step ``s`` on rank ``r`` takes samples
 ``(s*world + r)*batch ... + batch - 1`` modulo the number of windows. A resumed run therefore needs only the
 step number to continue on exactly the data an uninterrupted run would have seen.
+
+A directory holding a ``manifest.json`` is a prepared corpus (``trainstack-corpus``: shards in Megatron's
+indexed format, see :mod:`trainstack_train.corpus`). It is read in order, one step after the other, in a
+seeded shuffled order of samples; its position is what :meth:`BatchSource.state` hands to the checkpoint and
+:meth:`BatchSource.resume` takes back.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+from .corpus import MANIFEST, Corpus, Sampler
 from .tokens import FORMAT, ByteTokenizer, TokenFile, prepare
 
 # The token format lives in the torch-free trainstack_train.tokens; its names stay importable from here.
@@ -40,16 +47,27 @@ class BatchSource:
         self.seed = seed
         self.vocab_size = vocab_size
         self.file: TokenFile | None = None
+        self.sampler: Sampler | None = None
+        self.next_step = 0
         self._orbits: torch.Tensor | None = None
-        if data != "synthetic":
-            self.file = TokenFile.open(Path(data))
-            if self.file.vocab_size > vocab_size:
-                raise ValueError(
-                    f"--data vocabulary ({self.file.vocab_size}) exceeds the model's ({vocab_size}); "
-                    "pick a --config with a larger vocab_size"
-                )
-            if self.file.tokens.shape[0] < seq_len + 1:
-                raise ValueError(f"--data holds {self.file.tokens.shape[0]} tokens, fewer than --seq-len + 1")
+        if data == "synthetic":
+            return
+        if (Path(data) / MANIFEST).is_file():
+            corpus = Corpus.open(Path(data))
+            self._check_vocabulary(corpus.vocab_size)
+            self.sampler = Sampler(corpus, seq_len, seed)
+            return
+        self.file = TokenFile.open(Path(data))
+        self._check_vocabulary(self.file.vocab_size)
+        if self.file.tokens.shape[0] < seq_len + 1:
+            raise ValueError(f"--data holds {self.file.tokens.shape[0]} tokens, fewer than --seq-len + 1")
+
+    def _check_vocabulary(self, held: int) -> None:
+        if held > self.vocab_size:
+            raise ValueError(
+                f"--data vocabulary ({held}) exceeds the model's ({self.vocab_size}); "
+                "pick a --config with a larger vocab_size"
+            )
 
     def _synthetic(self, step: int) -> torch.Tensor:
         """Learnable synthetic text: each row walks a fixed random permutation from a random start.
@@ -81,9 +99,49 @@ class BatchSource:
             rows.append(np.asarray(tokens[start : start + self.seq_len + 1], dtype=np.int64))
         return torch.from_numpy(np.stack(rows))
 
+    def _from_corpus(self, step: int) -> torch.Tensor:
+        """The next batch of the corpus's order; asked out of order it fails rather than read other rows."""
+        assert self.sampler is not None
+        if step != self.next_step:
+            raise RuntimeError(
+                f"--data {self.sampler.corpus.directory}: step {step} asked, the reader stands at step "
+                f"{self.next_step} (a prepared corpus is read in order; a restart goes through resume())"
+            )
+        self.next_step += 1
+        return torch.from_numpy(self.sampler.next_batch(self.rank, self.world, self.batch_size))
+
+    def state(self) -> dict[str, Any] | None:
+        """What a checkpoint saves to continue on the same rows: the corpus reader's position, else None.
+
+        Synthetic data and ``trainstack-tokens-v1`` files are functions of the step, which the checkpoint
+        holds already.
+        """
+        if self.sampler is None:
+            return None
+        return {"step": self.next_step, **self.sampler.state()}
+
+    def resume(self, step: int, state: dict[str, Any] | None) -> None:
+        """Continue at ``step``: from the saved position, or, when the checkpoint holds none (it was saved
+        by a run on other data), after the ``step * world * batch_size`` samples those steps would read.
+        """
+        if self.sampler is None:
+            return
+        if state is None:
+            self.sampler.seek(step * self.world * self.batch_size)
+        elif state.get("step") != step:
+            raise ValueError(
+                f"the checkpoint of step {step} holds a data position of step {state.get('step')}"
+            )
+        else:
+            self.sampler.restore(state)
+        self.next_step = step
+
     def batch(self, step: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and next-token targets, already on ``device``."""
-        rows = self._synthetic(step) if self.file is None else self._from_file(step)
+        if self.sampler is not None:
+            rows = self._from_corpus(step)
+        else:
+            rows = self._synthetic(step) if self.file is None else self._from_file(step)
         if device.type == "cuda":
             # From pinned memory the copy is queued like a kernel; CUDA may make a copy from pageable memory
             # synchronous for the host, which would hold up the queueing of the rest of the step.

@@ -174,13 +174,16 @@ def clip_into_optimizer(
     return norm
 
 
-def _maybe_resume(cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+def _maybe_resume(
+    cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[int, dict[str, Any] | None]:
+    """The step to start from and the data position saved with it (``0, None`` for a fresh start)."""
     if not cfg.checkpoint_dir:
-        return 0
+        return 0, None
     found = checkpoint.latest_complete(Path(cfg.checkpoint_dir))
     if found is None:
-        return 0
-    return checkpoint.load(found[1], model, optimizer)
+        return 0, None
+    return checkpoint.load(found[1], model, optimizer), checkpoint.data_state(found[1])
 
 
 class Trainer:
@@ -191,10 +194,11 @@ class Trainer:
         self.info = info
         self.model = build_model(cfg, info)
         self.optimizer = build_optimizer(self.model, cfg, info)
-        self.start_step = _maybe_resume(cfg, self.model, self.optimizer)
+        self.start_step, data_state = _maybe_resume(cfg, self.model, self.optimizer)
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, info.rank, info.world_size, cfg.seed
         )
+        self.data.resume(self.start_step, data_state)
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
         self.flops_token = flops_per_token(cfg.model, self.model.num_params(), cfg.seq_len)
         self.peak = cfg.peak_tflops
@@ -258,7 +262,8 @@ def train(cfg: TrainConfig) -> Summary:
         report(run.step(step), info.is_main)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             report(run.finish(timed=False), info.is_main)
-            checkpoint.save(Path(cfg.checkpoint_dir), step + 1, run.model, run.optimizer, info.is_main)
+            root = Path(cfg.checkpoint_dir)
+            checkpoint.save(root, step + 1, run.model, run.optimizer, info.is_main, run.data.state())
             run.pause_clock()
     return finish_run(
         TESTCASE,

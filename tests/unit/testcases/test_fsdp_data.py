@@ -1,6 +1,7 @@
-"""Token data: byte tokenizer, the prepared on-disk format, deterministic batches, training from a file."""
+"""Token data: byte tokenizer, the prepared on-disk formats, deterministic batches, training and resuming."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import prepare_data
@@ -9,6 +10,8 @@ import torch
 from trainstack_train.config import TrainConfig
 from trainstack_train.data import FORMAT, BatchSource, ByteTokenizer, TokenFile, prepare
 from trainstack_train.loop import train
+from trainstack_train.prepare import prepare as prepare_corpus
+from trainstack_train.prepare import train_tokenizer
 
 TEXT = "Grüße aus dem Labor: naïve café ☕\n" * 40
 
@@ -87,3 +90,53 @@ def test_training_from_a_prepared_file(gloo_world, tmp_path):
     cfg.validate()
     summary = train(cfg)
     assert summary.final_loss < summary.first_loss
+
+
+def test_a_resumed_run_on_a_prepared_corpus_reads_the_same_batches_and_losses(
+    gloo_world, tmp_path, monkeypatch
+):
+    """6 steps straight, and 3 + 3 across a checkpoint: the same rows after the restart, the same losses bit
+    for bit; the checkpoint holds the reader's position (12 samples of epoch 0 after 3 steps of 4 rows)."""
+    sample = Path(__file__).resolve().parents[2] / "data" / "corpus" / "kjv-genesis-1-12.jsonl"
+    train_tokenizer([sample], tmp_path / "tok.json", vocab_size=400)
+    prepare_corpus([sample], tmp_path / "corpus", tmp_path / "tok.json", num_shards=2)
+    seen: list[tuple[int, torch.Tensor]] = []
+    real = BatchSource.batch
+
+    def recorded(self, step, device):  # the real batch, kept for comparison
+        inputs, targets = real(self, step, device)
+        seen.append((step, inputs.clone()))
+        return inputs, targets
+
+    monkeypatch.setattr(BatchSource, "batch", recorded)
+    base = {"config": "tiny", "data": str(tmp_path / "corpus"), "steps": 6, "batch_size": 4, "seq_len": 32}
+    base |= {"compile": "false", "device": "cpu", "warmup_steps": 2}
+    whole = train(TrainConfig(**base))
+    straight, seen[:] = list(seen), []
+    ckpt = {"checkpoint_dir": str(tmp_path / "ckpt"), "checkpoint_every": 3}
+    first = train(TrainConfig(**base, **ckpt, max_steps_this_run=3))
+    marker = json.loads((tmp_path / "ckpt" / "step-00000003" / "train_state.json").read_text())
+    assert {k: marker["data"][k] for k in ("step", "epoch", "index")} == {"step": 3, "epoch": 0, "index": 12}
+    seen[:] = []
+    second = train(TrainConfig(**base, **ckpt))
+    assert [step for step, _ in seen] == [3, 4, 5]
+    assert all(torch.equal(rows, straight[step][1]) for step, rows in seen)
+    assert len({tuple(rows.flatten().tolist()) for _, rows in straight}) == 6  # every step read other rows
+    losses = whole.extra["losses"]
+    assert first.extra["losses"] == losses[:3] and second.extra["losses"] == losses[3:]  # bitwise
+
+
+def test_a_prepared_corpus_is_checked_against_the_model_and_read_in_step_order(tmp_path):
+    sample = Path(__file__).resolve().parents[2] / "data" / "corpus" / "kjv-genesis-1-12.jsonl"
+    train_tokenizer([sample], tmp_path / "tok.json", vocab_size=400)
+    prepare_corpus([sample], tmp_path / "corpus", tmp_path / "tok.json")
+    with pytest.raises(ValueError, match=r"--data vocabulary \(400\) exceeds the model's \(300\)"):
+        BatchSource(str(tmp_path / "corpus"), 300, 2, 16, 0, 1, 0)
+    source = BatchSource(str(tmp_path / "corpus"), 512, 2, 16, 0, 1, 0)
+    source.batch(0, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="step 2 asked, the reader stands at step 1"):
+        source.batch(2, torch.device("cpu"))
+    # A checkpoint saved on other data holds no position: start after the samples those steps read.
+    resumed = BatchSource(str(tmp_path / "corpus"), 512, 2, 16, 0, 1, 0)
+    resumed.resume(1, None)
+    assert torch.equal(resumed.batch(1, torch.device("cpu"))[0], source.batch(1, torch.device("cpu"))[0])

@@ -5,12 +5,20 @@ for a prepared corpus, the data reader's position) is written by rank 0 only aft
 ``dcp.save``, so its presence marks a complete checkpoint. A run killed
 half-way through saving leaves a directory without it, which resume skips. Each rank writes its own shards
 (no gather to rank 0), so the directory must be on a filesystem all nodes share.
+
+:class:`Checkpointer` adds asynchronous saving (``dcp.async_save``: the state is copied to host memory, then
+written by a background thread while training goes on; the marker follows once every rank's write is done,
+at the next save or at the end) and retention (the newest N complete checkpoints, plus every M-th step).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +49,120 @@ def latest_complete(root: Path) -> tuple[int, Path] | None:
     return max(found) if found else None
 
 
+def write_marker(target: Path, step: int, data: dict[str, Any] | None) -> None:
+    """Rank 0, once every rank's shards are written: the step (and data position) that make it complete."""
+    marker = {"step": step} if data is None else {"step": step, "data": data}
+    (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+
+
+def to_remove(root: Path, keep_last: int, keep_every: int) -> list[Path]:
+    """The checkpoints retention drops: complete ones beyond the newest ``keep_last`` (0: keep all) whose step
+    is not a multiple of ``keep_every`` (0: none kept for that), and partial ones older than the newest
+    complete (a save that died; a partial newer than it may be one in progress and is left alone)."""
+    if not root.is_dir():
+        return []
+    steps = sorted((int(m.group(1)), child) for child in root.iterdir() if (m := _STEP_DIR.match(child.name)))
+    complete = [(step, path) for step, path in steps if (path / MARKER).is_file()]
+    if not complete:
+        return []
+    newest = complete[-1][0]
+    kept = {step for step, _path in complete[-keep_last:]} if keep_last else {step for step, _ in complete}
+    if keep_every:
+        kept |= {step for step, _path in complete if step % keep_every == 0}
+    dropped = [path for step, path in complete if step not in kept]
+    partial = [path for step, path in steps if step < newest and not (path / MARKER).is_file()]
+    return sorted(dropped + partial)
+
+
+@dataclass
+class _Pending:
+    """An asynchronous save in flight: what its marker will say, and when its write ended on this rank."""
+
+    step: int
+    target: Path
+    data: dict[str, Any] | None
+    future: Future
+    started: float
+    ended: list[float] = field(default_factory=list)
+
+
+class Checkpointer:
+    """Periodic checkpoints of one run: synchronous or asynchronous, then retention, with the time each cost.
+
+    Why a separate gloo group for asynchronous saves: DCP's write runs collectives (its plan, its metadata)
+    from the background thread, which must not interleave with the training step's collectives on the
+    default group; the staged state is in host memory, which gloo carries.
+    """
+
+    def __init__(
+        self, root: Path, is_main: bool, asynchronous: bool, keep_last: int, keep_every: int
+    ) -> None:
+        self.root = root
+        self.is_main = is_main
+        self.asynchronous = asynchronous
+        self.keep = (keep_last, keep_every)
+        self.group = dist.new_group(backend="gloo") if asynchronous else None
+        self.pending: _Pending | None = None
+        self.blocked_s: list[float] = []
+        self.write_s: list[float] = []
+
+    def save(
+        self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer, data: dict[str, Any] | None
+    ) -> None:
+        """Collective: checkpoint ``step``; the time the caller is held is recorded in :attr:`blocked_s`."""
+        started = time.perf_counter()
+        self.wait()
+        target = step_dir(self.root, step)
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        if self.asynchronous:
+            future = dcp.async_save(state, checkpoint_id=str(target), process_group=self.group)
+            pending = _Pending(step, target, data, future, started)
+            future.add_done_callback(lambda _done: pending.ended.append(time.perf_counter()))
+            self.pending = pending
+        else:
+            dcp.save(state, checkpoint_id=str(target))
+            self.write_s.append(time.perf_counter() - started)
+            self._complete(step, target, data)
+        self.blocked_s.append(time.perf_counter() - started)
+
+    def wait(self) -> None:
+        """Collective: finish the save in flight, if any (its marker, then retention)."""
+        if self.pending is None:
+            return
+        pending, self.pending = self.pending, None
+        pending.future.result()
+        self.write_s.append((pending.ended[0] if pending.ended else time.perf_counter()) - pending.started)
+        self._complete(pending.step, pending.target, pending.data)
+
+    def close(self) -> None:
+        """Collective, at the end of the run: the last save completes before the summary says it exists."""
+        started = time.perf_counter()
+        had = self.pending is not None
+        self.wait()
+        if had:
+            self.blocked_s.append(time.perf_counter() - started)
+
+    def _complete(self, step: int, target: Path, data: dict[str, Any] | None) -> None:
+        dist.barrier()
+        if self.is_main:
+            write_marker(target, step, data)
+            for path in to_remove(self.root, *self.keep):
+                shutil.rmtree(path, ignore_errors=True)
+        dist.barrier()
+
+    def summary(self) -> dict[str, Any]:
+        """What the checkpoints cost: the training time lost to them and how long their writes took."""
+        return {
+            "saved": len(self.write_s),
+            "asynchronous": self.asynchronous,
+            "blocked_s": round(sum(self.blocked_s), 4),
+            "write_s": [round(value, 4) for value in self.write_s],
+            "keep_last": self.keep[0],
+            "keep_every": self.keep[1],
+        }
+
+
 def save(
     root: Path,
     step: int,
@@ -58,8 +180,7 @@ def save(
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(target))
     dist.barrier()
     if is_main:
-        marker = {"step": step} if data is None else {"step": step, "data": data}
-        (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+        write_marker(target, step, data)
     dist.barrier()
     return target
 

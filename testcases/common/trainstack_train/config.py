@@ -358,7 +358,7 @@ class TrainConfig(LlamaRunConfig):
 
     DESCRIPTION: ClassVar[str] = "trainstack pytorch/fsdp: Llama decoder with FSDP2"
     WORD_FIELDS: ClassVar[frozenset[str] | None] = frozenset(
-        {"compile", "reshard_after_forward", "fsdp", "fp8_head"}
+        {"compile", "reshard_after_forward", "fsdp", "fp8_head", "checkpoint_async"}
     )
 
     beta1: float = 0.9
@@ -377,11 +377,29 @@ class TrainConfig(LlamaRunConfig):
     gqa: str = "auto"
     loss_chunk_tokens: int = 4096
     loss_kernel: str = "auto"
+    # Checkpoints written by a background thread (torch.distributed.checkpoint.async_save) while training
+    # goes on, and which complete ones to keep: the newest N (0: all) and, besides, every step divisible by M.
+    checkpoint_async: str = "false"
+    checkpoint_keep_last: int = 0
+    checkpoint_keep_every: int = 0
 
     def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
-        """The shared rules, then the loss's, the kernels', the precision's and FSDP's."""
+        """The shared rules, then retention's, the loss's, the kernels', the precision's and FSDP's."""
         del world_size, environ  # one process or many, the same rules
-        return [self.run_rules, self.checkpoint_rules, self._value_rules]
+        return [self.run_rules, self.checkpoint_rules, self._retention_rules, self._value_rules]
+
+    def _retention_rules(self) -> list[Rule]:
+        """Retention and asynchronous saving only mean something for periodic checkpoints."""
+        periodic = bool(self.checkpoint_every)
+        return [
+            *self.flag_rules("checkpoint_async"),
+            self.at_least("checkpoint_keep_last", 0),
+            self.at_least("checkpoint_keep_every", 0),
+            *(
+                (periodic or getattr(self, name) in (0, "false"), f"{option(name)} needs --checkpoint-every")
+                for name in ("checkpoint_async", "checkpoint_keep_last", "checkpoint_keep_every")
+            ),
+        ]
 
     def _value_rules(self) -> list[Rule]:
         return [

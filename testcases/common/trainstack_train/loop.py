@@ -257,14 +257,21 @@ def train(cfg: TrainConfig) -> Summary:
     torch.manual_seed(cfg.seed)
     configure_attention(cfg.attn_backend)
     run = Trainer(cfg, info)
+    saver = checkpoint.Checkpointer(
+        Path(cfg.checkpoint_dir),
+        info.is_main,
+        cfg.checkpoint_every > 0 and cfg.checkpoint_async == "true",
+        cfg.checkpoint_keep_last,
+        cfg.checkpoint_keep_every,
+    )
     last = last_step(cfg, run.start_step)
     for step in range(run.start_step, last):
         report(run.step(step), info.is_main)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             report(run.finish(timed=False), info.is_main)
-            root = Path(cfg.checkpoint_dir)
-            checkpoint.save(root, step + 1, run.model, run.optimizer, info.is_main, run.data.state())
+            saver.save(step + 1, run.model, run.optimizer, run.data.state())
             run.pause_clock()
+    saver.close()
     return finish_run(
         TESTCASE,
         cfg,
@@ -290,5 +297,6 @@ def train(cfg: TrainConfig) -> Summary:
             "optimizer": type(run.optimizer).__name__,
             "reshard_after_forward": reshard_policy(cfg.reshard_after_forward, run.model.num_params()),
             "torch": torch.__version__,
+            "checkpoints": saver.summary(),
         },
     )

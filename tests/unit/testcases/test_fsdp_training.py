@@ -185,6 +185,52 @@ def test_checkpoint_round_trip_is_bit_exact(gloo_world, tmp_path, fsdp, precisio
         assert torch.equal(value, again_state[key]), key
 
 
+def _step_dirs(root):
+    return sorted(path.name for path in root.iterdir())
+
+
+def test_asynchronous_checkpoints_hold_what_synchronous_ones_do_and_retention_keeps_the_newest(
+    gloo_world, tmp_path
+):
+    """The same 4 steps saved every 2 steps both ways: the asynchronous run keeps only its newest (keep-last
+    1), marked complete once written; resuming from either gives the same state, bit for bit."""
+    sync_cfg = _cfg(steps=4, checkpoint_dir=str(tmp_path / "sync"), checkpoint_every=2)
+    async_cfg = _cfg(
+        steps=4,
+        checkpoint_dir=str(tmp_path / "async"),
+        checkpoint_every=2,
+        checkpoint_async="true",
+        checkpoint_keep_last=1,
+    )
+    sync_summary, async_summary = train(sync_cfg), train(async_cfg)
+    assert _step_dirs(tmp_path / "sync") == ["step-00000002", "step-00000004"]
+    assert _step_dirs(tmp_path / "async") == ["step-00000004"]
+    assert (tmp_path / "async" / "step-00000004" / checkpoint.MARKER).is_file()
+    saved = async_summary.extra["checkpoints"]
+    assert saved["saved"] == 2 and saved["asynchronous"] and len(saved["write_s"]) == 2
+    assert not sync_summary.extra["checkpoints"]["asynchronous"]
+    assert sync_summary.final_loss == async_summary.final_loss
+    info = init_distributed("cpu")
+    from_sync, from_async = Trainer(sync_cfg, info), Trainer(async_cfg, info)
+    assert from_sync.start_step == from_async.start_step == 4
+    sync_state, async_state = _full_state(from_sync), _full_state(from_async)
+    assert sync_state.keys() == async_state.keys()
+    for key, value in sync_state.items():
+        assert torch.equal(value, async_state[key]), key
+
+
+def test_retention_keeps_the_newest_and_every_mth_and_drops_dead_partial_saves(tmp_path):
+    for step in (2, 4, 6, 8, 10):
+        (tmp_path / f"step-{step:08d}").mkdir()
+        checkpoint.write_marker(tmp_path / f"step-{step:08d}", step, None)
+    (tmp_path / "step-00000005").mkdir()  # a save that died before its marker
+    (tmp_path / "step-00000012").mkdir()  # a save still being written
+    dropped = [path.name for path in checkpoint.to_remove(tmp_path, keep_last=2, keep_every=4)]
+    assert dropped == ["step-00000002", "step-00000005", "step-00000006"]
+    assert [path.name for path in checkpoint.to_remove(tmp_path, 0, 0)] == ["step-00000005"]
+    assert checkpoint.to_remove(tmp_path / "missing", 1, 0) == []
+
+
 def test_incomplete_checkpoint_is_skipped(tmp_path):
     (tmp_path / "step-00000004").mkdir()
     done = tmp_path / "step-00000002"

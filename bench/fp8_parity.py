@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import catalog_peak
+from bench.support.train_run import run_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "testcases" / "pytorch" / "fsdp" / "train.py"
@@ -70,19 +70,7 @@ def train(args: argparse.Namespace, run: str, peak: float, workdir: Path) -> dic
         *(("--fp8-head", "true") if scope == "head" else ()),
         *args.extra.split(),
     ]
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
-    (workdir / f"train_{run}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    if proc.returncode or not summary.exists():
-        tail = (proc.stdout + proc.stderr)[-800:]
-        return {
-            "ok": False,
-            "returncode": proc.returncode,
-            "error": tail,
-            "wall_s": time.perf_counter() - started,
-        }
-    data = json.loads(summary.read_text(encoding="utf-8"))
-    return {"ok": True, "wall_s": time.perf_counter() - started, **data}
+    return run_summary(cmd, summary, workdir / f"train_{run}.log", args.timeout)
 
 
 def tail_mean(losses: list[float], tail: int) -> float:

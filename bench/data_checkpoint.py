@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Real data against synthetic, and checkpoints synchronous against asynchronous, for pytorch/fsdp on one GPU.
+
+Four runs of ``testcases/pytorch/fsdp/train.py`` with the same shape, seed and schedule, in one invocation:
+
+* ``synthetic``: random tokens made on the device (the loader costs nothing: the ceiling for real data);
+* ``corpus``: a prepared corpus (``--corpus``, docs/data.md) read by the numpy reader;
+* ``corpus_sync`` and ``corpus_async``: the corpus run checkpointing every ``--checkpoint-every`` steps to
+  ``--checkpoint-dir`` with ``torch.distributed.checkpoint``, written in the step's path or by a background
+  thread (``--checkpoint-async``), keeping the newest one.
+
+The JSON has each run's summary and two comparisons: the corpus rate as a fraction of the synthetic one, and
+per checkpoint the training time lost (``blocked_s``) and the write time (``write_s``) of both ways. Rates
+are the summaries' steady-state window, so a checkpoint's stall shows in ``blocked_s``, not in tokens/s.
+
+    python3 -m bench.data_checkpoint --corpus /data/kjv --checkpoint-dir /scratch/ckpt \
+        --output bench/results/gpu-h200/data_checkpoint_llama3_2_1b.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import catalog_peak
+from bench.support.train_run import run_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = ROOT / "testcases" / "pytorch" / "fsdp" / "train.py"
+RUNS = ("synthetic", "corpus", "corpus_sync", "corpus_async")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Shape, run length, the corpus, where checkpoints go and where the results go."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", default="llama3_2_1b")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--corpus", type=Path, required=True, help="a prepared corpus (manifest.json)")
+    parser.add_argument("--checkpoint-dir", type=Path, required=True, help="emptied before each run")
+    parser.add_argument("--instance-type", default=catalog_peak.DEFAULT_INSTANCE_TYPE)
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per training run")
+    parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {RUNS}")
+    parser.add_argument("--output", type=Path, required=True)
+    return parser.parse_args(argv)
+
+
+def command(args: argparse.Namespace, run: str, peak: float, summary: Path) -> list[str]:
+    """The entry point's arguments for ``run``: the same shape and schedule, its data and checkpoints."""
+    cmd = [
+        sys.executable,
+        str(TRAIN),
+        *("--config", args.config, "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len)),
+        *("--steps", str(args.steps), "--peak-tflops", str(peak), "--metric-warmup-steps", "5"),
+        *("--data", "synthetic" if run == "synthetic" else str(args.corpus), "--summary-json", str(summary)),
+    ]
+    if run.startswith("corpus_"):
+        cmd += [
+            "--checkpoint-dir",
+            str(args.checkpoint_dir),
+            "--checkpoint-every",
+            str(args.checkpoint_every),
+        ]
+        cmd += ["--checkpoint-keep-last", "1", "--checkpoint-async", str(run == "corpus_async").lower()]
+    return cmd
+
+
+def compare(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The corpus rate against synthetic, and what a checkpoint costs each way."""
+    ok = {name: run for name, run in runs.items() if run.get("ok")}
+    out: dict[str, Any] = {}
+    if "synthetic" in ok and "corpus" in ok:
+        out["corpus_rate_fraction"] = ok["corpus"]["tokens_per_s"] / ok["synthetic"]["tokens_per_s"]
+    for name in ("corpus_sync", "corpus_async"):
+        if name in ok:
+            saved = ok[name]["checkpoints"]
+            count = max(saved["saved"], 1)
+            out[name] = {
+                "saved": saved["saved"],
+                "blocked_s_per_checkpoint": saved["blocked_s"] / count,
+                "write_s_per_checkpoint": sum(saved["write_s"]) / count,
+                "elapsed_s": ok[name]["elapsed_s"],
+            }
+    return out
+
+
+def plot(runs: dict[str, dict[str, Any]], comparison: dict[str, Any], target: Path) -> str:
+    """Tokens/s of each run, and per checkpoint the time lost against the write time (JSON: if not drawn)."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        return f"not drawn: {err}"
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, (rates, costs) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [name for name in RUNS if runs.get(name, {}).get("ok")]
+    rates.bar(names, [runs[name]["tokens_per_s"] for name in names], color="tab:blue")
+    rates.set_ylabel("tokens/s (steady state)")
+    rates.set_title("data: synthetic vs prepared corpus", fontsize=9)
+    ways = [name for name in ("corpus_sync", "corpus_async") if name in comparison]
+    width = 0.38
+    for offset, key, label in (
+        (-width / 2, "blocked_s_per_checkpoint", "training time lost"),
+        (width / 2, "write_s_per_checkpoint", "write"),
+    ):
+        costs.bar(
+            [i + offset for i in range(len(ways))], [comparison[way][key] for way in ways], width, label=label
+        )
+    costs.set_xticks(range(len(ways)), ways)
+    costs.set_ylabel("seconds per checkpoint")
+    costs.set_title("checkpoints: synchronous vs asynchronous", fontsize=9)
+    costs.legend()
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target.name
+
+
+def corpus_record(corpus: Path) -> dict[str, Any]:
+    """What the corpus holds, from its manifest (its documents and tokens, the tokenizer's size)."""
+    manifest = json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))
+    return {key: manifest[key] for key in ("documents", "tokens", "tokenizer") if key in manifest}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Every run asked for, then the JSON and the plot; exit 1 when a run failed."""
+    args = parse_args(argv)
+    peak = catalog_peak.peak_tflops(args.instance_type)
+    workdir = args.output.parent / f"logs_{args.output.stem}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "testcases" / "common"), os.environ.get("PYTHONPATH", "")]),
+    }
+    runs: dict[str, dict[str, Any]] = {}
+    for run in [name for name in args.runs.split(",") if name]:
+        if run not in RUNS:
+            raise SystemExit(f"--runs: {run!r} is not one of {RUNS}")
+        shutil.rmtree(args.checkpoint_dir, ignore_errors=True)
+        summary = workdir / f"summary_{run}.json"
+        runs[run] = run_summary(
+            command(args, run, peak, summary), summary, workdir / f"train_{run}.log", args.timeout, env
+        )
+    shutil.rmtree(args.checkpoint_dir, ignore_errors=True)
+    comparison = compare(runs)
+    document: dict[str, Any] = {
+        "benchmark": "data_checkpoint",
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": args.config,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "steps": args.steps,
+        "checkpoint_every": args.checkpoint_every,
+        "corpus": corpus_record(args.corpus),
+        "peak_tflops": peak,
+        "comparison": comparison,
+        "runs": runs,
+    }
+    document["plot"] = plot(runs, comparison, args.output.with_suffix(".png"))
+    args.output.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(comparison, indent=2))
+    failed = [name for name, run in runs.items() if not run.get("ok")]
+    for name in failed:
+        print(f"{name}: FAILED {runs[name].get('error', '')[-300:]}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

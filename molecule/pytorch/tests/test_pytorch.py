@@ -53,3 +53,19 @@ def test_wheel_came_the_way_the_node_was_told(host):
         assert wheel.sha256sum == "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
     else:
         assert not wheel.exists
+
+
+def test_the_baked_environments_import_the_stacks_torch_and_the_skipped_say_why(host):
+    """Node 1 bakes from the controller's wheelhouse; node 2 from the index with the stack's torch wheel
+    beside it, and skips DeepSpeed, whose lock pins a wheel built from source that no index serves."""
+    record = json.loads(host.file("/etc/trainstack/testcase_envs.json").content_string)
+    assert record["target"] == "lab" and record["envs"]
+    for env in record["envs"]:
+        assert host.file(f"{env['path']}/.complete").exists
+        torch = host.check_output(f"{env['path']}/bin/python -c 'import torch; print(torch.__version__)'")
+        assert torch == "2.13.0+cpu", env["case"]
+    if host.backend.get_hostname() == "ts-m-pytorch-2":
+        assert [env["case"] for env in record["envs"]] == ["pytorch/ddp"]
+        (skipped,) = record["skipped"]
+        assert skipped["case"] == "deepspeed/zero3"
+        assert skipped["reason"].startswith("deepspeed==0.19.8 is built from source into a wheelhouse")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Real data against synthetic, and checkpoints synchronous against asynchronous, for pytorch/fsdp on one GPU.
 
 Four runs of ``testcases/pytorch/fsdp/train.py`` with the same shape, seed and schedule, in one invocation:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Corpus preparation throughput (tokens/s per core) against the tokenizer alone on the same documents.
 
 ``python -m trainstack_train.prepare shards`` reads the documents, tokenizes them with a Hugging Face

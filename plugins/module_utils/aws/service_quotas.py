@@ -161,10 +161,6 @@ def _error_text(error: BaseException) -> str:
     return lines[0][:200].rstrip(": ")
 
 
-def _aws_errors() -> tuple[type[BaseException], ...]:
-    return tuple(kind for kind in (BotoCoreError, ClientError) if kind is not None)
-
-
 def _is_code(error: BaseException, code: str) -> bool:
     return (
         ClientError is not None
@@ -179,14 +175,14 @@ def read_by_code(client: Any, quota: Quota) -> Reading:
     try:
         answer = client.get_service_quota(ServiceCode=quota.service, QuotaCode=quota.code)
         return Reading(quota, float(answer["Quota"]["Value"]), quota.code, "applied")
-    except _aws_errors() as error:
+    except (BotoCoreError, ClientError) as error:
         if not _is_code(error, "NoSuchResourceException"):
             return Reading(quota, problem=_error_text(error))
         first = _error_text(error)
     try:
         answer = client.get_aws_default_service_quota(ServiceCode=quota.service, QuotaCode=quota.code)
         return Reading(quota, float(answer["Quota"]["Value"]), quota.code, "AWS default")
-    except _aws_errors() as error:
+    except (BotoCoreError, ClientError) as error:
         return Reading(quota, problem=f"{first}; default: {_error_text(error)}")
 
 
@@ -198,7 +194,7 @@ def read_by_name(client: Any, service: str, quotas: Iterable[Quota]) -> list[Rea
         found: dict[str, Mapping[str, Any]] = {}
         for page in client.get_paginator("list_service_quotas").paginate(ServiceCode=service):
             found.update({item["QuotaName"]: item for item in page.get("Quotas", [])})
-    except _aws_errors() as error:
+    except (BotoCoreError, ClientError) as error:
         return [Reading(quota, problem=_error_text(error)) for quota in wanted]
     readings = []
     for quota in wanted:

@@ -66,7 +66,8 @@ def to_remove(root: Path, keep_last: int, keep_every: int) -> list[Path]:
     if not complete:
         return []
     newest = complete[-1][0]
-    kept = {step for step, _path in complete[-keep_last:]} if keep_last else {step for step, _ in complete}
+    newest_kept = complete[-keep_last:] if keep_last else complete
+    kept = {step for step, _path in newest_kept}
     if keep_every:
         kept |= {step for step, _path in complete if step % keep_every == 0}
     dropped = [path for step, path in complete if step not in kept]

@@ -311,8 +311,8 @@ def _write_shards(
     pending: list[tuple[int, str]] = []
 
     def flush() -> None:
-        encoded = tokenizer.encode_batch([text for _, text in pending], add_special_tokens=False)
-        for (shard, _), enc in zip(pending, encoded, strict=True):
+        encoded = tokenizer.encode_batch([text for _shard, text in pending], add_special_tokens=False)
+        for (shard, _text), enc in zip(pending, encoded, strict=True):
             writers[shard].add_document([*enc.ids, plan.eos_id])
         pending.clear()
 
@@ -453,7 +453,7 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m trainstack_train.prepare", description=__doc__.split("\n")[0]
+        prog="python -m trainstack_train.prepare", description=__doc__.split("\n", maxsplit=1)[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer.json on the inputs")

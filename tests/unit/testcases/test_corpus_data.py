@@ -321,9 +321,9 @@ def test_samples_are_windows_of_the_shard_stream_each_once_per_epoch(prepared: P
 def test_a_restored_position_continues_with_the_next_batch_across_epochs(prepared: Path) -> None:
     whole = Sampler(Corpus.open(prepared), 64, seed=1)
     per_step = whole.num_samples // 3 + 1  # an odd size, so steps straddle the epoch boundary
-    batches = [whole.next_batch(1, 2, per_step // 2) for _ in range(8)]
+    batches = [whole.next_batch(1, 2, per_step // 2) for _turn in range(8)]
     stopped = Sampler(Corpus.open(prepared), 64, seed=1)
-    for _ in range(5):
+    for _turn in range(5):
         stopped.next_batch(1, 2, per_step // 2)
     saved = json.loads(json.dumps(stopped.state()))
     assert saved["epoch"] >= 1  # the stop is past the first epoch's end
@@ -355,10 +355,10 @@ def test_a_position_saved_by_two_ranks_continues_on_one(prepared: Path) -> None:
     """The position counts the job's samples: 2 ranks x 3 rows, restored on 1 rank x 6, reads on unchanged."""
     straight = Sampler(Corpus.open(prepared), 64, seed=9)
     expected = straight.rows(straight.take(6 * 5))
-    ranks = [Sampler(Corpus.open(prepared), 64, seed=9) for _ in range(2)]
-    read = [np.concatenate([ranks[r].next_batch(r, 2, 3) for r in range(2)]) for _ in range(3)]
+    ranks = [Sampler(Corpus.open(prepared), 64, seed=9) for _turn in range(2)]
+    read = [np.concatenate([ranks[r].next_batch(r, 2, 3) for r in range(2)]) for _turn in range(3)]
     assert ranks[0].state() == ranks[1].state()  # rank 0 alone saves it
     single = Sampler(Corpus.open(prepared), 64, seed=9)
     single.restore(ranks[0].state())
-    read += [single.next_batch(0, 1, 6) for _ in range(2)]
+    read += [single.next_batch(0, 1, 6) for _turn in range(2)]
     assert np.array_equal(np.concatenate(read), expected)

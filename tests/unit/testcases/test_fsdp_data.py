@@ -119,9 +119,10 @@ def test_a_resumed_run_on_a_prepared_corpus_reads_the_same_batches_and_losses(
     assert {k: marker["data"][k] for k in ("step", "epoch", "index")} == {"step": 3, "epoch": 0, "index": 12}
     seen[:] = []
     second = train(TrainConfig(**base, **ckpt))
-    assert [step for step, _ in seen] == [3, 4, 5]
+    assert [step for step, _rows in seen] == [3, 4, 5]
     assert all(torch.equal(rows, straight[step][1]) for step, rows in seen)
-    assert len({tuple(rows.flatten().tolist()) for _, rows in straight}) == 6  # every step read other rows
+    # Every step read other rows.
+    assert len({tuple(rows.flatten().tolist()) for _step, rows in straight}) == 6
     losses = whole.extra["losses"]
     assert first.extra["losses"] == losses[:3] and second.extra["losses"] == losses[3:]  # bitwise
 

@@ -66,7 +66,9 @@ def test_a_zero_stage_deepspeed_lacks_submits_nothing(slow_wheelhouse: Path) -> 
 def test_a_relaunch_after_a_lost_node_resumes_from_deepspeeds_checkpoint(slow_wheelhouse: Path) -> None:
     name = f"it-ds-resume-{os.getpid()}"
     long_run = {"steps": 2000}
-    common = ("-e", "training_job_checkpoint_every=5")
+    # Without requeueing (training_job_max_restarts=0) a lost node ends the job; test_lab_self_healing.py has
+    # the requeue.
+    common = ("-e", "training_job_checkpoint_every=5", "-e", "training_job_max_restarts=0")
     first = subprocess.Popen(  # the launch that loses a node
         [
             str(Path(".venv/bin/ansible-playbook").resolve()),

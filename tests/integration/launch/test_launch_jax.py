@@ -67,7 +67,11 @@ def complete_steps(ckpt: Path) -> list[Path]:
 
 def test_a_relaunch_after_a_lost_node_resumes_from_orbaxs_checkpoint(slow_wheelhouse: Path) -> None:
     name = f"it-jax-resume-{os.getpid()}"
-    common = jax_on_both_nodes(name, slow_wheelhouse, "-e", "training_job_checkpoint_every=5")
+    # Without requeueing (training_job_max_restarts=0) a lost node ends the job; test_lab_self_healing.py has
+    # the requeue.
+    common = jax_on_both_nodes(
+        name, slow_wheelhouse, "-e", "training_job_checkpoint_every=5", "-e", "training_job_max_restarts=0"
+    )
     first = subprocess.Popen(  # the launch that loses a node
         [
             str(Path(".venv/bin/ansible-playbook").resolve()),

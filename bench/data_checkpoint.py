@@ -51,6 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=int, default=600, help="seconds per training run")
     parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {RUNS}")
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        help="an earlier output of this benchmark on the same machine: its runs are kept where not rerun",
+    )
     return parser.parse_args(argv)
 
 
@@ -132,6 +137,21 @@ def corpus_record(corpus: Path) -> dict[str, Any]:
     return {key: manifest[key] for key in ("documents", "tokens", "tokenizer") if key in manifest}
 
 
+def merge(earlier: Path | None, runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Take the runs of an earlier output that this invocation did not run, so that one JSON holds all four.
+
+    A machine call has a time limit shorter than the four runs together; the pairs that are compared
+    (synthetic with corpus, synchronous with asynchronous) each run within one call.
+    """
+    if earlier is None:
+        return None
+    document = json.loads(earlier.read_text(encoding="utf-8"))
+    taken = [name for name in document.get("runs", {}) if name not in runs]
+    for name in taken:
+        runs[name] = document["runs"][name]
+    return {"file": earlier.name, "date_utc": document.get("date_utc"), "runs": taken}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every run asked for, then the JSON and the plot; exit 1 when a run failed."""
     args = parse_args(argv)
@@ -152,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             command(args, run, peak, summary), summary, workdir / f"train_{run}.log", args.timeout, env
         )
     shutil.rmtree(args.checkpoint_dir, ignore_errors=True)
+    merged = merge(args.merge, runs)
     comparison = compare(runs)
     document: dict[str, Any] = {
         "benchmark": "data_checkpoint",
@@ -166,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         "comparison": comparison,
         "runs": runs,
     }
+    if merged:
+        document["merged_from"] = merged
     document["plot"] = plot(runs, comparison, args.output.with_suffix(".png"))
     args.output.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(comparison, indent=2))

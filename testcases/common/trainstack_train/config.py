@@ -382,6 +382,8 @@ class TrainConfig(LlamaRunConfig):
     checkpoint_async: str = "false"
     checkpoint_keep_last: int = 0
     checkpoint_keep_every: int = 0
+    # Threads per rank writing a checkpoint's files (torch.distributed.checkpoint's FileSystemWriter).
+    checkpoint_write_threads: int = 1
 
     def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
         """The shared rules, then retention's, the loss's, the kernels', the precision's and FSDP's."""
@@ -395,6 +397,7 @@ class TrainConfig(LlamaRunConfig):
             *self.flag_rules("checkpoint_async"),
             self.at_least("checkpoint_keep_last", 0),
             self.at_least("checkpoint_keep_every", 0),
+            self.at_least("checkpoint_write_threads", 1),
             *(
                 (periodic or getattr(self, name) in (0, "false"), f"{option(name)} needs --checkpoint-every")
                 for name in ("checkpoint_async", "checkpoint_keep_last", "checkpoint_keep_every")

@@ -263,6 +263,7 @@ def train(cfg: TrainConfig) -> Summary:
         cfg.checkpoint_every > 0 and cfg.checkpoint_async == "true",
         cfg.checkpoint_keep_last,
         cfg.checkpoint_keep_every,
+        cfg.checkpoint_write_threads,
     )
     last = last_step(cfg, run.start_step)
     for step in range(run.start_step, last):

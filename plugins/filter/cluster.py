@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import storage
 from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import safe_group
 
 CLUSTER_PREFIX = "cluster_"
@@ -135,6 +136,8 @@ def _storage_vars(fsx: Mapping[str, Any] | None) -> dict[str, Any]:
             "aws_foundation_bucket_name": path.netloc,
             "aws_foundation_bucket_create": False,
             "aws_foundation_fsx_s3_prefix": f"{prefix}/" if prefix else "",
+            # The directory the launch's data default names (module_utils/cluster/storage.py).
+            "aws_foundation_fsx_file_system_path": storage.file_system_path(fsx),
         }
     return found
 

@@ -28,6 +28,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
     botocore_model,
     launch_template,
     resilience,
+    storage,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
@@ -163,7 +164,12 @@ def load_test_case(directory: Path, case: str) -> tuple[dict[str, Any] | None, l
 
 
 def _tags(spec: Mapping[str, Any]) -> dict[str, str]:
-    return {"trainstack:cluster": spec["name"], "trainstack:stack": spec["image"]["stack"]}
+    """The cluster's name and stack, and where its data and checkpoints go (cluster/storage.py)."""
+    return {
+        "trainstack:cluster": spec["name"],
+        "trainstack:stack": spec["image"]["stack"],
+        **storage.tags(spec),
+    }
 
 
 def _subnet(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> str:
@@ -217,9 +223,13 @@ def job_queue_request(spec: Mapping[str, Any], queue: Mapping[str, Any]) -> dict
     }
 
 
-def _command(manifest: Mapping[str, Any], case: str, gpus: int, payload_dir: str) -> list[str]:
+def _command(
+    manifest: Mapping[str, Any], case: str, gpus: int, payload_dir: str, data_dir: str = ""
+) -> list[str]:
     """torchrun on every node: Batch gives each node its index and the node count, and every node but the main
-    one the main node's address (the main node is its own)."""
+    one the main node's address (the main node is its own). A test case that takes ``data`` (its manifest's
+    arguments name it) reads the cluster's data directory (cluster/storage.py): the job definition is Batch's
+    launch, so the default goes into it; a submission's own command overrides it."""
     words = [
         "torchrun",
         "--nnodes=$AWS_BATCH_JOB_NUM_NODES",
@@ -229,7 +239,10 @@ def _command(manifest: Mapping[str, Any], case: str, gpus: int, payload_dir: str
         f"--master-port={MASTER_PORT}",
         shlex.quote(f"{payload_dir}/{case}/{manifest['entrypoint']}"),
     ]
-    for key, value in sorted((manifest.get("arguments") or {}).items()):
+    arguments = dict(manifest.get("arguments") or {})
+    if data_dir and "data" in arguments:
+        arguments["data"] = data_dir
+    for key, value in sorted(arguments.items()):
         if value is not None:
             words.append(shlex.quote(f"--{key}={value}"))
     return ["sh", "-c", "exec " + " ".join(words)]
@@ -278,7 +291,7 @@ def job_definition_request(
     )
     container: dict[str, Any] = {
         "image": image,
-        "command": _command(manifest, case, gpus, payload_dir),
+        "command": _command(manifest, case, gpus, payload_dir, storage.defaults(spec).get("data_dir", "")),
         "resourceRequirements": needs,
         "environment": _environment(manifest, itype, stack, queue["efa"]),
         "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],

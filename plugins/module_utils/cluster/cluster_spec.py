@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import resilience, target_limits
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
+    resilience,
+    storage,
+    target_limits,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack import stack_schema
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import StackError
@@ -85,6 +89,7 @@ _FSX = {
             "type": "string",
             "pattern": r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
         },
+        "data_repository_file_system_path": storage.FILE_SYSTEM_PATH_SCHEMA,
     },
 }
 
@@ -155,7 +160,12 @@ SCHEMA: dict[str, Any] = {
         "shared_storage": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"fsx_lustre": {"$ref": "#/$defs/fsx_lustre"}, "efs_home": _BOOL},
+            "properties": {
+                "fsx_lustre": {"$ref": "#/$defs/fsx_lustre"},
+                "efs_home": _BOOL,
+                "data_dir": storage.DATA_DIR_SCHEMA,
+                "checkpoint_dir": storage.CHECKPOINT_DIR_SCHEMA,
+            },
         },
         "image": {
             "type": "object",
@@ -355,9 +365,9 @@ def _with_defaults(spec: Mapping[str, Any]) -> dict[str, Any]:
     for queue in out["queues"]:
         queue.setdefault("min_count", 0)
         queue.setdefault("capacity_type", "on_demand")
-    storage = out.setdefault("shared_storage", {})
-    storage.setdefault("efs_home", False)
-    fsx = storage.get("fsx_lustre")
+    shared = out.setdefault("shared_storage", {})
+    shared.setdefault("efs_home", False)
+    fsx = shared.get("fsx_lustre")
     if fsx is not None:
         fsx.setdefault("mount_dir", "/fsx")
         fsx.setdefault("deployment_type", "PERSISTENT_2")
@@ -393,6 +403,7 @@ def normalise(
     fsx = out["shared_storage"].get("fsx_lustre")
     if fsx is not None:
         found += _fsx_problems(fsx)
+    found += storage.problems(out)  # the launch's data and checkpoint defaults lie under a declared mount
     found += target_limits.problems(out, catalog)  # what the target services refuse (names, counts, ...)
     if found:
         raise ClusterSpecError([f"{source}: {line}" for line in found])

@@ -27,6 +27,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import 
     botocore_model,
     launch_template,
     resilience,
+    storage,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.errors import (
     RenderError,
@@ -154,7 +155,12 @@ def _subnets(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> tuple[st
 
 
 def _tags(spec: Mapping[str, Any]) -> dict[str, str]:
-    return {"trainstack:cluster": spec["name"], "trainstack:stack": spec["image"]["stack"]}
+    """The cluster's name and stack, and where its data and checkpoints go (cluster/storage.py)."""
+    return {
+        "trainstack:cluster": spec["name"],
+        "trainstack:stack": spec["image"]["stack"],
+        **storage.tags(spec),
+    }
 
 
 def cluster_request(

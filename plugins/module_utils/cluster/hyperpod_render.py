@@ -29,7 +29,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model, resilience
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
+    botocore_model,
+    resilience,
+    storage,
+)
 
 CONTROLLER_GROUP = "controller"
 LOGIN_GROUP = "login"
@@ -269,7 +273,7 @@ def cluster_request(
     """CreateCluster: every group from one lifecycle prefix, role and storage; nodes in the compute subnet."""
     threads = (spec.get("hyperpod") or {}).get("threads_per_core", 1)
     section = resilience.of(spec)
-    storage = _storage(spec, foundation, slurm_config)
+    storage_configs = _storage(spec, foundation, slurm_config)
     groups = []
     for key, name, itype, count in _groups(spec):
         group: dict[str, Any] = {
@@ -280,8 +284,8 @@ def cluster_request(
             "ExecutionRole": foundation["execution_role"],
             "ThreadsPerCore": threads,
         }
-        if storage:
-            group["InstanceStorageConfigs"] = storage
+        if storage_configs:
+            group["InstanceStorageConfigs"] = storage_configs
         if slurm_config == "api":
             group["SlurmConfig"] = _slurm_config(key, name)
         if key.startswith("queues"):
@@ -295,9 +299,12 @@ def cluster_request(
         "ClusterName": spec["name"],
         "InstanceGroups": groups,
         "VpcConfig": {"SecurityGroupIds": [foundation["security_group"]], "Subnets": [subnet]},
+        # The cluster's name and stack, and where its data and checkpoints go (cluster/storage.py): the
+        # ec2_cluster inventory reads the cluster's tags for the launch.
         "Tags": [
             {"Key": "trainstack:cluster", "Value": spec["name"]},
             {"Key": "trainstack:stack", "Value": spec["image"]["stack"]},
+            *({"Key": key, "Value": value} for key, value in storage.tags(spec).items()),
         ],
     }
     if slurm_config == "api":

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import resilience
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import resilience, storage
 
 # The stack OS ids the image factory builds -> ParallelCluster's Image.Os.
 PCLUSTER_OS = {"ubuntu-22.04": "ubuntu2204", "ubuntu-24.04": "ubuntu2404", "amzn-2023": "alinux2023"}
@@ -185,8 +185,9 @@ def _fsx(fsx: Mapping[str, Any]) -> dict[str, Any]:
         settings["PerUnitStorageThroughput"] = fsx["per_unit_storage_throughput"]
     path = fsx.get("data_repository_path")
     if path and fsx["deployment_type"] == "PERSISTENT_2":
+        linked = fsx.get("data_repository_file_system_path", "/")
         settings["DataRepositoryAssociations"] = [
-            {"Name": "data", "DataRepositoryPath": path, "FileSystemPath": "/"}
+            {"Name": "data", "DataRepositoryPath": path, "FileSystemPath": linked}
         ]
     elif path:
         settings["ImportPath"] = path
@@ -219,6 +220,36 @@ def _shared_storage(spec: Mapping[str, Any], fsx_id: str | None = None) -> list[
             {"Name": "home", "StorageType": "Efs", "MountDir": "/home", "EfsSettings": {"Encrypted": True}}
         )
     return found
+
+
+def _storage_tags(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> dict[str, str]:
+    """Where data and checkpoints go (cluster/storage.py); ParallelCluster gives the cluster's tags to every
+    instance, where the ec2_cluster inventory reads them for the launch. A file system ParallelCluster makes
+    itself links S3 at its root unless the spec names the directory (PERSISTENT_2's association only)."""
+    fsx = spec["shared_storage"].get("fsx_lustre") or {}
+    own = bool(fsx) and not foundation.get("fsx_file_system_id")
+    at_root = own and (
+        fsx["deployment_type"] != "PERSISTENT_2" or "data_repository_file_system_path" not in fsx
+    )
+    return storage.tags(spec, import_at_root=at_root)
+
+
+def _storage_problem(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> str:
+    """ImportPath, the one link of a file system ParallelCluster makes of a type other than PERSISTENT_2,
+    imports at the root: a named directory could not be honoured."""
+    fsx = spec["shared_storage"].get("fsx_lustre") or {}
+    if (
+        fsx
+        and not foundation.get("fsx_file_system_id")
+        and fsx["deployment_type"] != "PERSISTENT_2"
+        and "data_repository_file_system_path" in fsx
+    ):
+        return (
+            "shared_storage.fsx_lustre.data_repository_file_system_path: a "
+            f"{fsx['deployment_type']} file system ParallelCluster makes imports data_repository_path at its "
+            "root (ImportPath); remove the key, or give the foundation's file system (fsx_file_system_id)"
+        )
+    return ""
 
 
 def _monitoring(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -261,6 +292,9 @@ def render(
     refused = resilience.pcluster_problems(section)
     if refused:
         raise RenderError(refused[0])
+    problem = _storage_problem(spec, foundation)
+    if problem:
+        raise RenderError(problem)
     public, private = _subnets(spec, foundation)
     config: dict[str, Any] = {
         "Region": spec["region"],
@@ -279,5 +313,6 @@ def render(
     if storage:
         config["SharedStorage"] = storage
     config["Monitoring"] = _monitoring(spec)
-    config["Tags"] = [{"Key": "trainstack:stack", "Value": spec["image"]["stack"]}]
+    tags = {"trainstack:stack": spec["image"]["stack"], **_storage_tags(spec, foundation)}
+    config["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
     return config

@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog import instance_catalog
-from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import botocore_model, resilience
+from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import (
+    botocore_model,
+    resilience,
+    storage,
+)
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster.cluster_spec import (
     image_flavour_problems,
 )
@@ -226,7 +230,12 @@ def _subnets(spec: Mapping[str, Any], foundation: Mapping[str, Any]) -> tuple[st
 
 
 def _tags(spec: Mapping[str, Any]) -> dict[str, str]:
-    return {"trainstack:cluster": spec["name"], "trainstack:stack": spec["image"]["stack"]}
+    """The cluster's name and stack, and where its data and checkpoints go (cluster/storage.py)."""
+    return {
+        "trainstack:cluster": spec["name"],
+        "trainstack:stack": spec["image"]["stack"],
+        **storage.tags(spec),
+    }
 
 
 def _bootstrap(foundation: Mapping[str, Any], role: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.cluster_tags import storage_from_tags
 from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instance_catalog import (
     default as default_catalog,
 )
@@ -50,7 +51,7 @@ _TAGGED_ROLE = {
     "worker": "compute",
 }
 _UNSAFE_GROUP_CHARS = re.compile(r"[^A-Za-z0-9_]")
-_RECORD_VERSION = 1
+_RECORD_VERSION = 2  # 2: nodes carry the cluster's storage defaults
 
 
 class Ec2ClusterError(Exception):
@@ -79,6 +80,8 @@ class Node:
     slurm_node_name: str | None = None
     cluster_id: str | None = None
     tags: dict[str, str] | None = None
+    # Where the cluster keeps data and checkpoints: the tags a spec'd cluster carries (aws/cluster_tags.py).
+    storage: dict[str, str] | None = None
 
     def to_row(self) -> list[object]:
         """Serialise as a positional row; JSON of rows is about half the size of JSON of dicts."""
@@ -97,6 +100,7 @@ class Node:
             self.slurm_node_name,
             self.cluster_id,
             self.tags,
+            self.storage,
         ]
 
 
@@ -282,6 +286,7 @@ def node_from_ec2_instance(instance: Mapping[str, object], region: str, flt: Sou
         slurm_node_name=slurm,
         cluster_id=tags.get(PCS_CLUSTER_TAG) if kind == "pcs" else None,
         tags=tags if flt.include_tags else None,
+        storage=storage_from_tags(tags) or None,
     )
 
 
@@ -417,6 +422,7 @@ def host_variables(
         "ec2_private_ip_address": node.private_ip,
         "ec2_private_dns_name": node.private_dns,
         "ec2_tags": node.tags,
+        "cluster_storage": node.storage,
     }
     hostvars.update((key, value) for key, value in optional.items() if value is not None)
     if facts is not None:
@@ -438,7 +444,7 @@ def host_variables(
 
 # Which host variables are facts of which group: (group kind from group_names order, variable names).
 _SHARED_BY = {
-    "cluster": ("cluster_name", "cluster_kind", "cluster_id"),
+    "cluster": ("cluster_name", "cluster_kind", "cluster_id", "cluster_storage"),
     "cluster_role": ("cluster_node_role",),
     "type": (
         "ec2_instance_type",

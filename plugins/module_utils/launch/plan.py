@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..aws import cluster_tags
 from ..stack import stack_resolver
 from . import locks
 
@@ -121,6 +122,8 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
     node_os, node_arch = str(r.get("training_job_node_os", "")), str(r.get("training_job_node_arch", ""))
     accept_torch = str(r.get("training_job_accept_torch", ""))
 
+    storage = r.get("training_job_cluster_storage") or {}
+
     def path_rule(key: str, tail: str) -> tuple[bool, Callable[[], str]]:
         return (not UNSAFE_PATH.search(str(r[key])), lambda: f"{key} '{r[key]}' {tail}")
 
@@ -136,6 +139,10 @@ def _input_rules(r: Request, instance_types: Sequence[str]) -> list[tuple[bool, 
         path_rule("training_job_shared_dir", absolute),
         path_rule("training_job_results_dir", absolute),
         path_rule("training_job_python", "must be an absolute path to an interpreter."),
+        (
+            isinstance(storage, Mapping) and not storage_problems(storage),
+            lambda: f"training_job_cluster_storage {' '.join(storage_problems(storage))}",
+        ),
         (as_int(nodes) >= 1, lambda: f"training_job_nodes must be >= 1 (got {nodes})."),
         (
             not nodelist
@@ -582,9 +589,51 @@ def peak_environment(instance: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
+def storage_problems(storage: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the cluster's storage defaults (keys of aws/cluster_tags.py, absolute paths)."""
+    if not isinstance(storage, Mapping):
+        return ["must be a mapping of data_dir and checkpoint_dir."]
+    found = [
+        f"has {key!r}, not one of {', '.join(cluster_tags.STORAGE_TAGS)}."
+        for key in storage
+        if key not in cluster_tags.STORAGE_TAGS
+    ]
+    for key, value in storage.items():
+        problem = cluster_tags.path_problem(value) if key in cluster_tags.STORAGE_TAGS else ""
+        if problem:
+            found.append(f"{key} {value!r} {problem}.")
+    return found
+
+
+def storage_defaults(request: Request, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The cluster's data directory as the test case's ``data``, when its manifest has a ``data`` argument.
+
+    Why only then: a test case whose manifest names no ``data`` either takes none or takes another kind (a
+    JSONL file, hf/finetune's), and a directory would be the wrong thing to give it. The caller's own ``data``
+    (training_job_args, null included) wins over this, as over the manifest's.
+    """
+    data_dir = (request.get("training_job_cluster_storage") or {}).get("data_dir")
+    return {"data": data_dir} if data_dir and "data" in (manifest.get("arguments") or {}) else {}
+
+
+def checkpoint_dir(request: Request, root: str) -> str:
+    """The job's checkpoint directory: the caller's ``checkpoint-dir`` argument, else the job's directory
+    under the cluster's checkpoint directory, else under the shared directory's ``trainstack/checkpoints``."""
+    given = request["training_job_args"].get("checkpoint-dir")
+    if given is not None:
+        return str(given)
+    base = (request.get("training_job_cluster_storage") or {}).get("checkpoint_dir") or f"{root}/checkpoints"
+    return f"{base}/{request['training_job_name']}"
+
+
 def arguments(request: Request, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The test case's default arguments, then the caller's; a null value drops an argument."""
-    merged = {**(manifest.get("arguments") or {}), **request["training_job_args"]}
+    """The test case's default arguments, the cluster's storage defaults, then the caller's; a null value
+    drops an argument."""
+    merged = {
+        **(manifest.get("arguments") or {}),
+        **storage_defaults(request, manifest),
+        **request["training_job_args"],
+    }
     return {key: value for key, value in merged.items() if value is not None}
 
 
@@ -690,7 +739,7 @@ def launch_plan(
     return {
         "root": root,
         "payload": f"{root}/testcases/{testcase}",
-        "checkpoints": f"{root}/checkpoints/{r['training_job_name']}",
+        "checkpoints": checkpoint_dir(r, root),
         "containers": f"{root}/containers",
         "local_tar": f"{tmpdir or '/tmp'}/trainstack-payload-{flat}.tar",
         "include_tar_args": [

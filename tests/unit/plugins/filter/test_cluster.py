@@ -127,6 +127,8 @@ def test_the_spec_decides_network_placement_and_storage() -> None:
         False,
     )
     assert (p4d["aws_foundation_fsx_s3_prefix"], p4d["aws_foundation_fsx_link_bucket"]) == ("datasets/", True)
+    # ... into the directory the launch's data default names (the spec's, /data unless it says otherwise).
+    assert p4d["aws_foundation_fsx_file_system_path"] == "/data"
     p5 = cluster_foundation_vars(load_file(REPO / "inventories/aws/clusters/p5.yml"))
     assert p5["aws_foundation_vpc_create"] is False
     assert p5["aws_foundation_private_subnet_id"] == "subnet-0f1e2d3c4b5a69788"

@@ -406,3 +406,29 @@ def test_hosts_that_differ_in_one_placement_field_get_their_own_groups(field):
                 seen.update(together.groupvars.get(group, {}))
         seen.update(together.host_only[host])
         assert seen == together.hostvars[host]
+
+
+def test_a_spec_d_clusters_storage_tags_become_its_cluster_storage():
+    """The tags every renderer puts on a spec'd cluster (ParallelCluster gives them to its instances) are
+    the launch's storage defaults: one value for the whole cluster, set on its group; a cluster without them,
+    and a tag that is not a plain absolute path, give none."""
+    storage = {"trainstack:data-dir": "/fsx/data", "trainstack:checkpoint-dir": "/fsx/trainstack/checkpoints"}
+    head = model.node_from_ec2_instance(
+        instance("i-h", {**pc_tags("llm", "HeadNode"), **storage}), "us-east-1", PC
+    )
+    gpu = model.node_from_ec2_instance(
+        instance("i-c", {**pc_tags("llm", "Compute", "train"), **storage}, ip="10.0.0.6"), "us-east-1", PC
+    )
+    bare = model.node_from_ec2_instance(
+        instance("i-o", {**pc_tags("other", "HeadNode"), "trainstack:data-dir": "/a/../b"}, ip="10.0.0.7"),
+        "us-east-1",
+        PC,
+    )
+    assert head is not None and gpu is not None and bare is not None and bare.storage is None
+    plan = model.build_plan([head, gpu, bare], {}, ["instance-id"])
+    expected = {"data_dir": "/fsx/data", "checkpoint_dir": "/fsx/trainstack/checkpoints"}
+    assert plan.hostvars["i-h"]["cluster_storage"] == expected
+    assert plan.groupvars["cluster_llm"]["cluster_storage"] == expected
+    assert "cluster_storage" not in plan.host_only["i-h"] and "cluster_storage" not in plan.hostvars["i-o"]
+    nodes, _ = model.unpack_records(model.pack_records([head], {}))
+    assert nodes[0].storage == expected

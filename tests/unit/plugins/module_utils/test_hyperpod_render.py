@@ -93,6 +93,8 @@ def test_train_hp_request_field_by_field_passes_the_model(current_stack_id: str)
         "Tags": [
             {"Key": "trainstack:cluster", "Value": "train-hp"},
             {"Key": "trainstack:stack", "Value": current_stack_id},
+            # train-hp's FSx is not linked to S3: a checkpoint directory only (cluster/storage.py).
+            {"Key": "trainstack:checkpoint-dir", "Value": "/fsx/trainstack/checkpoints"},
         ],
         "NodeRecovery": "Automatic",  # resilience.replace_unhealthy_nodes defaults to true
     }

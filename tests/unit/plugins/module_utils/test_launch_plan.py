@@ -48,6 +48,7 @@ def request(testcase: str = "pytorch/fsdp", **overrides: Any) -> dict[str, Any]:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     values = {**defaults, "training_job_testcase": testcase, "training_job_shared_dir": "/fsx"}
     values |= {"training_job_results_dir": "/results", "training_job_pip_env": {}}
+    values |= {"training_job_cluster_storage": {}}
     values |= overrides
     if "training_job_name" not in overrides:
         values["training_job_name"] = f"{testcase.replace('/', '-')}-{values['training_job_nodes']}n"

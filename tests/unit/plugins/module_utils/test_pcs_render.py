@@ -96,6 +96,16 @@ def test_example_requests_pass_botocores_pcs_model(name: str) -> None:
     assert len(requests["node_groups"]) == len(spec["queues"]) + (1 if spec.get("login_nodes") else 0)
 
 
+def tags(stack: str) -> dict[str, str]:
+    """p4d's tags: its name and stack, and where its data (the linked S3 prefix) and checkpoints go."""
+    return {
+        "trainstack:cluster": "train-p4d",
+        "trainstack:stack": stack,
+        "trainstack:data-dir": "/fsx/data",
+        "trainstack:checkpoint-dir": "/fsx/trainstack/checkpoints",
+    }
+
+
 def test_p4d_cluster_node_group_and_queue(current_stack_id: str) -> None:
     requests = rendered("p4d")
     assert requests["cluster"] == {
@@ -106,7 +116,7 @@ def test_p4d_cluster_node_group_and_queue(current_stack_id: str) -> None:
             "subnetIds": [FOUNDATION["subnet_private"]],
             "securityGroupIds": [FOUNDATION["security_group"]],
         },
-        "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": current_stack_id},
+        "tags": tags(current_stack_id),
     }
     (group,) = requests["node_groups"]
     assert group["computeNodeGroupName"] == "a100"
@@ -134,7 +144,7 @@ def test_p4d_cluster_node_group_and_queue(current_stack_id: str) -> None:
             "clusterIdentifier": "train-p4d",
             "queueName": "a100",
             "computeNodeGroupConfigurations": [{"computeNodeGroupId": "a100"}],
-            "tags": {"trainstack:cluster": "train-p4d", "trainstack:stack": current_stack_id},
+            "tags": tags(current_stack_id),
         }
     ]
     assert any(line.startswith("shared_storage.fsx_lustre:") for line in requests["not_rendered"])

@@ -18,7 +18,7 @@ from trainstack_train.loop import Trainer, train
 from trainstack_train.parallel import init_distributed
 
 from tests.support import MOTO_KEYS, start_moto
-from tests.unit.testcases.case_runs import LIBRARY
+from tests.unit.testcases.case_runs import LIBRARY, run_on_cpu
 
 pytest.importorskip("s3torchconnector")
 pytestmark = pytest.mark.moto
@@ -43,8 +43,8 @@ def moto():
 
 
 @pytest.fixture
-def s3(moto, monkeypatch, gloo_world):
-    """A fresh bucket on moto, this process's AWS variables pointing at it, and a one-rank gloo world."""
+def bucket(moto, monkeypatch):
+    """A fresh bucket on moto, and this process's AWS variables (its children's too) pointing at it."""
     for name in [name for name in os.environ if name.startswith("AWS_")]:
         monkeypatch.delenv(name)
     env = {"AWS_ENDPOINT_URL_S3": moto.url, "AWS_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
@@ -54,6 +54,12 @@ def s3(moto, monkeypatch, gloo_world):
     bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     return client, bucket
+
+
+@pytest.fixture
+def s3(bucket, gloo_world):
+    """A fresh bucket on moto and a one-rank gloo world in this process."""
+    return bucket
 
 
 def _keys(client, bucket, prefix=""):
@@ -76,6 +82,32 @@ def test_a_run_resumed_from_s3_continues_the_same_loss_curve_bit_for_bit(s3):
     assert whole.extra["losses"][:3] == first.extra["losses"]
     assert whole.extra["losses"][3:] == second.extra["losses"]  # bit-identical, not approximately equal
     assert f"run/step-00000006/{checkpoint.MARKER}" in _keys(client, bucket)
+
+
+@pytest.mark.slow
+def test_two_ranks_resume_from_s3_bit_for_bit(bucket, tmp_path):
+    """torchrun, 2 processes, FSDP2 sharding for real: every rank writes its own shards to the bucket and
+    reads them back; the resumed run continues the uninterrupted one's loss curve exactly."""
+    client, name = bucket
+    args = ["--config", "tiny", "--steps", "4", "--batch-size", "2", "--seq-len", "32", "--compile", "false"]
+    ckpt = ["--checkpoint-dir", f"s3://{name}/ranks", "--checkpoint-every", "2"]
+    whole = run_on_cpu(sys.executable, FSDP_TRAIN, tmp_path / "whole.json", *args, procs=2)
+    first = run_on_cpu(
+        sys.executable,
+        FSDP_TRAIN,
+        tmp_path / "first.json",
+        *args,
+        *ckpt,
+        "--max-steps-this-run",
+        "2",
+        procs=2,
+    )
+    assert {"ranks/step-00000002/__0_0.distcp", "ranks/step-00000002/__1_0.distcp"} <= set(
+        _keys(client, name)
+    )
+    second = run_on_cpu(sys.executable, FSDP_TRAIN, tmp_path / "second.json", *args, *ckpt, procs=2)
+    assert second["resumed_from_step"] == 2 and first["world_size"] == second["world_size"] == 2
+    assert whole["losses"] == first["losses"] + second["losses"]
 
 
 def test_asynchronous_saves_and_retention_work_on_s3(s3):

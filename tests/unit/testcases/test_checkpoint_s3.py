@@ -92,16 +92,8 @@ def test_two_ranks_resume_from_s3_bit_for_bit(bucket, tmp_path):
     args = ["--config", "tiny", "--steps", "4", "--batch-size", "2", "--seq-len", "32", "--compile", "false"]
     ckpt = ["--checkpoint-dir", f"s3://{name}/ranks", "--checkpoint-every", "2"]
     whole = run_on_cpu(sys.executable, FSDP_TRAIN, tmp_path / "whole.json", *args, procs=2)
-    first = run_on_cpu(
-        sys.executable,
-        FSDP_TRAIN,
-        tmp_path / "first.json",
-        *args,
-        *ckpt,
-        "--max-steps-this-run",
-        "2",
-        procs=2,
-    )
+    stop = ["--max-steps-this-run", "2"]
+    first = run_on_cpu(sys.executable, FSDP_TRAIN, tmp_path / "first.json", *args, *ckpt, *stop, procs=2)
     assert {"ranks/step-00000002/__0_0.distcp", "ranks/step-00000002/__1_0.distcp"} <= set(
         _keys(client, name)
     )

@@ -18,6 +18,7 @@ Split the way torchtitan splits its components so each part can be read and test
 (process group, FSDP2, compile, activation checkpointing), ``data`` and ``tokens`` (tokenizer, token files,
 batches), ``indexed``, ``prepare`` and ``corpus`` (Megatron's indexed format, preparing a corpus, the
 resumable sampler; torch-free), ``checkpoint`` (torch.distributed.checkpoint with auto-resume),
+``storage`` (where checkpoints live: a shared directory or an S3 prefix; torch-free),
 ``metrics`` (FLOPs, MFU, the per-step line and summary), ``loop`` (the training step and its schedule) and
 ``entry`` (an entrypoint's start and exit).
 """

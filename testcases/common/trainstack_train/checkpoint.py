@@ -1,10 +1,11 @@
 """Distributed checkpoints with torch.distributed.checkpoint (DCP), and auto-resume from the latest one.
 
-Layout: ``<dir>/step-00000010/`` holds DCP's shards and ``.metadata``; ``train_state.json`` (the step and,
-for a prepared corpus, the data reader's position) is written by rank 0 only after every rank has finished
-``dcp.save``, so its presence marks a complete checkpoint. A run killed
-half-way through saving leaves a directory without it, which resume skips. Each rank writes its own shards
-(no gather to rank 0), so the directory must be on a filesystem all nodes share.
+Layout: ``<dir>/step-00000010/`` holds DCP's shards and ``.metadata``; ``train_state.json`` (the step, the
+model's shape and, for a prepared corpus, the data reader's position) is written by rank 0 only after every
+rank has finished ``dcp.save``, so its presence marks a complete checkpoint. A run killed half-way through
+saving leaves an entry without it, which resume skips and names. Each rank writes its own shards (no gather
+to rank 0), so ``<dir>`` is a filesystem all nodes share or an S3 prefix (:mod:`.storage`: the same rules on
+both).
 
 :class:`Checkpointer` adds asynchronous saving (``dcp.async_save``: the state is copied to host memory, then
 written by a background thread while training goes on; the marker follows once every rank's write is done,
@@ -13,13 +14,13 @@ at the next save or at the end) and retention (the newest N complete checkpoints
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,51 +29,127 @@ import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from .config import ModelConfig
+from .storage import CheckpointStore
+
 MARKER = "train_state.json"
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
 
 
-def step_dir(root: Path, step: int) -> Path:
+def step_name(step: int) -> str:
     """Zero-padded so lexical and numeric order agree."""
-    return root / f"step-{step:08d}"
+    return f"step-{step:08d}"
 
 
-def latest_complete(root: Path) -> tuple[int, Path] | None:
+def _steps(store: CheckpointStore) -> list[tuple[int, str, bool]]:
+    """Every checkpoint entry, oldest first: its step, its name, whether its marker exists."""
+    found = [(int(m.group(1)), name) for name in store.names() if (m := _STEP_DIR.match(name))]
+    return [(step, name, store.has(name, MARKER)) for step, name in sorted(found)]
+
+
+def latest_complete(store: CheckpointStore) -> tuple[int, str] | None:
     """Highest step whose marker exists, or ``None`` for a fresh start."""
-    if not root.is_dir():
-        return None
-    found: list[tuple[int, Path]] = []
-    for child in root.iterdir():
-        match = _STEP_DIR.match(child.name)
-        if match and (child / MARKER).is_file():
-            found.append((int(match.group(1)), child))
-    return max(found) if found else None
+    complete = [(step, name) for step, name, done in _steps(store) if done]
+    return complete[-1] if complete else None
 
 
-def write_marker(target: Path, step: int, data: dict[str, Any] | None) -> None:
-    """Rank 0, once every rank's shards are written: the step (and data position) that make it complete."""
-    marker = {"step": step} if data is None else {"step": step, "data": data}
-    (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+def shape_record(model: ModelConfig) -> dict[str, Any]:
+    """The model's shape as the marker keeps it (JSON's types, so a read-back compares equal)."""
+    return json.loads(json.dumps(dataclasses.asdict(model)))
 
 
-def to_remove(root: Path, keep_last: int, keep_every: int) -> list[Path]:
+def write_marker(
+    store: CheckpointStore,
+    name: str,
+    step: int,
+    data: dict[str, Any] | None,
+    model: dict[str, Any] | None = None,
+) -> None:
+    """Rank 0, once every rank's shards are written: the step (and data position, and the model's shape)
+    that make it complete."""
+    marker: dict[str, Any] = {"step": step}
+    if data is not None:
+        marker["data"] = data
+    if model is not None:
+        marker["model"] = model
+    store.write_text(name, MARKER, json.dumps(marker) + "\n")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run continues: the newest complete checkpoint (``name`` None: a fresh start), its marker,
+    and the partial checkpoints newer than it that were passed over (their locations, for the log)."""
+
+    step: int
+    name: str | None
+    marker: dict[str, Any]
+    skipped: list[str]
+
+
+def resume_point(store: CheckpointStore, model: ModelConfig) -> ResumePoint:
+    """The checkpoint to resume from, refused (``ValueError`` naming it) when another shape saved it.
+
+    Why before the model is built: DCP would only fail inside ``load`` with a tensor size mismatch that names
+    neither the directory nor the option; the marker's shape says it first. Markers from before the shape was
+    recorded are taken as they are.
+    """
+    steps = _steps(store)
+    complete = [(step, name) for step, name, done in steps if done]
+    step, name = complete[-1] if complete else (0, None)
+    skipped = [store.where(other) for other_step, other, done in steps if not done and other_step > step]
+    if name is None:
+        return ResumePoint(0, None, {}, skipped)
+    marker = json.loads(store.read_text(name, MARKER))
+    saved = marker.get("model")
+    current = shape_record(model)
+    if isinstance(saved, dict) and saved != current:
+        differs = sorted(key for key in saved.keys() | current.keys() if saved.get(key) != current.get(key))
+        detail = ", ".join(f"{key} {saved.get(key)!r} there, {current.get(key)!r} here" for key in differs)
+        raise ValueError(
+            f"--checkpoint-dir {store.location}: {store.where(name)} was saved by another model shape "
+            f"({detail}): resume it with the --config it was saved with, or start a new --checkpoint-dir"
+        )
+    return ResumePoint(int(marker["step"]), name, marker, skipped)
+
+
+def to_remove(store: CheckpointStore, keep_last: int, keep_every: int) -> list[str]:
     """The checkpoints retention drops: complete ones beyond the newest ``keep_last`` (0: keep all) whose step
     is not a multiple of ``keep_every`` (0: none kept for that), and partial ones older than the newest
     complete (a save that died; a partial newer than it may be one in progress and is left alone)."""
-    if not root.is_dir():
-        return []
-    steps = sorted((int(m.group(1)), child) for child in root.iterdir() if (m := _STEP_DIR.match(child.name)))
-    complete = [(step, path) for step, path in steps if (path / MARKER).is_file()]
+    steps = _steps(store)
+    complete = [(step, name) for step, name, done in steps if done]
     if not complete:
         return []
     newest = complete[-1][0]
     newest_kept = complete[-keep_last:] if keep_last else complete
-    kept = {step for step, _path in newest_kept}
+    kept = {step for step, _name in newest_kept}
     if keep_every:
-        kept |= {step for step, _path in complete if step % keep_every == 0}
-    dropped = [path for step, path in complete if step not in kept]
-    partial = [path for step, path in steps if step < newest and not (path / MARKER).is_file()]
+        kept |= {step for step, _name in complete if step % keep_every == 0}
+    dropped = [name for step, name in complete if step not in kept]
+    partial = [name for step, name, done in steps if step < newest and not done]
     return sorted(dropped + partial)
+
+
+def _pinned_stager() -> Any:
+    """The host copy an asynchronous save writes from: pinned, and kept from one save to the next.
+
+    ``async_save`` otherwise stages through the writer, into new pageable memory at every save; for a
+    1B-parameter model with its optimizer (15 GB) that copy held training as long as a synchronous write.
+    A pinned copy is allocated once (the first save pays for it) and refilled by DMA afterwards. On a
+    machine without CUDA pinning means nothing, and DCP's own staging is kept (None).
+    """
+    if not torch.cuda.is_available():
+        return None
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    return DefaultStager(
+        StagingOptions(
+            use_pinned_memory=True,
+            use_shared_memory=False,
+            use_async_staging=False,
+            use_non_blocking_copy=True,
+        )
+    )
 
 
 @dataclass
@@ -80,7 +157,7 @@ class _Pending:
     """An asynchronous save in flight: what its marker will say, and when its write ended on this rank."""
 
     step: int
-    target: Path
+    name: str
     data: dict[str, Any] | None
     future: Future
     started: float
@@ -97,28 +174,27 @@ class Checkpointer:
 
     def __init__(
         self,
-        root: Path,
+        store: CheckpointStore | None,
         is_main: bool,
         asynchronous: bool,
-        keep_last: int,
-        keep_every: int,
+        keep: tuple[int, int],
+        shape: dict[str, Any] | None = None,
         write_threads: int = 1,
     ) -> None:
-        self.root = root
+        """``store`` None: a run without checkpoints (only :meth:`summary` and :meth:`close` are called);
+        ``keep`` is (keep-last, keep-every); ``shape`` goes into every marker (see :func:`resume_point`)."""
+        self.store = store
         self.is_main = is_main
         self.asynchronous = asynchronous
-        self.keep = (keep_last, keep_every)
+        self.keep = keep
+        self.shape = shape
         self.write_threads = write_threads
+        self.stager = _pinned_stager() if asynchronous else None
         self.group = dist.new_group(backend="gloo") if asynchronous else None
         self.pending: _Pending | None = None
         self.blocked_s: list[float] = []
         self.waited_s: list[float] = []
         self.write_s: list[float] = []
-
-    def _writer(self, target: Path) -> dcp.FileSystemWriter:
-        """DCP's file writer with ``write_threads`` threads per rank: one stream rarely fills a shared
-        filesystem's bandwidth, and the thread count is the knob DCP offers for it."""
-        return dcp.FileSystemWriter(str(target), thread_count=self.write_threads)
 
     def save(
         self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer, data: dict[str, Any] | None
@@ -128,21 +204,26 @@ class Checkpointer:
         The part of it spent finishing the previous asynchronous save is kept apart in :attr:`waited_s`:
         it is what a checkpoint interval shorter than one write costs, not what staging a save costs.
         """
+        if self.store is None:
+            raise ValueError("a checkpoint needs --checkpoint-dir")
         started = time.perf_counter()
         self.wait()
         self.waited_s.append(time.perf_counter() - started)
-        target = step_dir(self.root, step)
+        name = step_name(step)
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
         if self.asynchronous:
-            future = dcp.async_save(state, storage_writer=self._writer(target), process_group=self.group)
-            pending = _Pending(step, target, data, future, started)
+            writer = self.store.writer(name, self.write_threads)
+            future = dcp.async_save(
+                state, storage_writer=writer, process_group=self.group, async_stager=self.stager
+            )
+            pending = _Pending(step, name, data, future, started)
             future.add_done_callback(lambda _done: pending.ended.append(time.perf_counter()))
             self.pending = pending
         else:
-            dcp.save(state, storage_writer=self._writer(target))
+            dcp.save(state, storage_writer=self.store.writer(name, self.write_threads))
             self.write_s.append(time.perf_counter() - started)
-            self._complete(step, target, data)
+            self._complete(step, name, data)
         self.blocked_s.append(time.perf_counter() - started)
 
     def wait(self) -> None:
@@ -152,7 +233,7 @@ class Checkpointer:
         pending, self.pending = self.pending, None
         pending.future.result()
         self.write_s.append((pending.ended[0] if pending.ended else time.perf_counter()) - pending.started)
-        self._complete(pending.step, pending.target, pending.data)
+        self._complete(pending.step, pending.name, pending.data)
 
     def close(self) -> None:
         """Collective, at the end of the run: the last save completes before the summary says it exists."""
@@ -161,13 +242,17 @@ class Checkpointer:
         self.wait()
         if had:
             self.blocked_s.append(time.perf_counter() - started)
+        if self.stager is not None:
+            self.stager.close()
+            self.stager = None
 
-    def _complete(self, step: int, target: Path, data: dict[str, Any] | None) -> None:
+    def _complete(self, step: int, name: str, data: dict[str, Any] | None) -> None:
+        assert self.store is not None  # save() refused a run without one
         dist.barrier()
         if self.is_main:
-            write_marker(target, step, data)
-            for path in to_remove(self.root, *self.keep):
-                shutil.rmtree(path, ignore_errors=True)
+            write_marker(self.store, name, step, data, self.shape)
+            for old in to_remove(self.store, *self.keep):
+                self.store.remove(old, MARKER)
         dist.barrier()
 
     def summary(self) -> dict[str, Any]:
@@ -185,39 +270,26 @@ class Checkpointer:
         }
 
 
-def save(
-    root: Path,
-    step: int,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    is_main: bool,
-    data: dict[str, Any] | None = None,
-) -> Path:
-    """Collective: every rank writes its shards of model and optimizer state, then rank 0 marks it done.
-
-    ``data`` is the data reader's position (the same on every rank), kept in the marker beside the step.
-    """
-    target = step_dir(root, step)
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(target))
-    dist.barrier()
-    if is_main:
-        write_marker(target, step, data)
-    dist.barrier()
-    return target
-
-
-def load(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+def load(
+    store: CheckpointStore, point: ResumePoint, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> int:
     """Collective: read shards in place into the (already sharded) model and optimizer; returns the step."""
+    if point.name is None:
+        return 0
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}
-    dcp.load(state, checkpoint_id=str(path))
+    dcp.load(state, storage_reader=store.reader(point.name))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return int(json.loads((path / MARKER).read_text(encoding="utf-8"))["step"])
+    return point.step
 
 
-def data_state(path: Path) -> dict[str, Any] | None:
+def data_state(point: ResumePoint) -> dict[str, Any] | None:
     """The data position saved with a complete checkpoint; ``None`` when it was saved without one."""
-    marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    state = marker.get("data")
+    state = point.marker.get("data")
     return state if isinstance(state, dict) else None
+
+
+def announce_skipped(point: ResumePoint, say: Callable[[str], None] = print) -> None:
+    """Name every partial checkpoint resume passed over (a save killed before its marker)."""
+    for where in point.skipped:
+        say(f"checkpoint: skipping {where}: no {MARKER}, its save did not complete")

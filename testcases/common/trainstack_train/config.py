@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Self, TypeVar
+
+from .storage import is_s3, s3_problem
 
 T = TypeVar("T")
 
@@ -180,6 +183,12 @@ class LlamaRunConfig(RunSchedule):
     # value goes through the launcher's boolean spelling (None: every string field).
     CONFIGS: ClassVar[tuple[str, ...]] = tuple(sorted(MODEL_CONFIGS))
     DESCRIPTION: ClassVar[str] = "trainstack: a Llama-3 decoder"
+    # Whether --checkpoint-dir may be an s3:// URI (the case checkpoints through trainstack_train.storage).
+    S3_CHECKPOINTS: ClassVar[bool] = False
+    S3_REFUSAL: ClassVar[str] = (
+        "this test case writes checkpoints to a directory all nodes share; "
+        "s3:// URIs are taken by pytorch/fsdp"
+    )
     WORD_FIELDS: ClassVar[frozenset[str] | None] = None
 
     config: str = "tiny"
@@ -234,15 +243,27 @@ class LlamaRunConfig(RunSchedule):
         """Clipping to a norm of 0 (or below) would zero every update."""
         return self.grad_clip > 0, f"--grad-clip must be > 0, got {self.grad_clip}"
 
-    def checkpoint_rules(self) -> list[Rule]:
-        """Periodic checkpoints need a directory to go to."""
-        return [
+    def checkpoint_rules(self, environ: Mapping[str, str] | None = None) -> list[Rule]:
+        """Periodic checkpoints need a directory to go to; an ``s3://`` one a case that writes to S3.
+
+        ``environ`` (the region's variables) is read only by a case that takes S3 URIs; the others refuse
+        ``s3://`` outright, which would otherwise become a local directory named ``s3:``.
+        """
+        rules = [
             self.at_least("checkpoint_every", 0),
             (
                 not (self.checkpoint_every and not self.checkpoint_dir),
                 "--checkpoint-every needs --checkpoint-dir",
             ),
         ]
+        if not is_s3(self.checkpoint_dir):
+            return rules
+        if not self.S3_CHECKPOINTS:
+            rules.append((False, f"--checkpoint-dir {self.checkpoint_dir}: {self.S3_REFUSAL}"))
+            return rules
+        problem = s3_problem(self.checkpoint_dir, {} if environ is None else environ)
+        rules.append((problem is None, f"--checkpoint-dir {problem}"))
+        return rules
 
     def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
         """The case's rules in groups, in order: a later group may read what an earlier one has checked."""
@@ -357,6 +378,7 @@ class TrainConfig(LlamaRunConfig):
     """pytorch/fsdp's run; defaults are the tiny CPU smoke run the lab demo launches."""
 
     DESCRIPTION: ClassVar[str] = "trainstack pytorch/fsdp: Llama decoder with FSDP2"
+    S3_CHECKPOINTS: ClassVar[bool] = True
     WORD_FIELDS: ClassVar[frozenset[str] | None] = frozenset(
         {"compile", "reshard_after_forward", "fsdp", "fp8_head", "checkpoint_async"}
     )
@@ -387,8 +409,13 @@ class TrainConfig(LlamaRunConfig):
 
     def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
         """The shared rules, then retention's, the loss's, the kernels', the precision's and FSDP's."""
-        del world_size, environ  # one process or many, the same rules
-        return [self.run_rules, self.checkpoint_rules, self._retention_rules, self._value_rules]
+        del world_size  # one process or many, the same rules
+        return [
+            self.run_rules,
+            functools.partial(self.checkpoint_rules, environ),
+            self._retention_rules,
+            self._value_rules,
+        ]
 
     def _retention_rules(self) -> list[Rule]:
         """Retention and asynchronous saving only mean something for periodic checkpoints."""

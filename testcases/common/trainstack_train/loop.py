@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -46,6 +45,7 @@ from .parallel import (
     init_distributed,
     reshard_policy,
 )
+from .storage import CheckpointStore, open_store
 
 TESTCASE = "pytorch/fsdp"
 
@@ -174,16 +174,24 @@ def clip_into_optimizer(
     return norm
 
 
-def _maybe_resume(
-    cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer
-) -> tuple[int, dict[str, Any] | None]:
-    """The step to start from and the data position saved with it (``0, None`` for a fresh start)."""
+def open_checkpoints(
+    cfg: TrainConfig, is_main: bool
+) -> tuple[CheckpointStore | None, checkpoint.ResumePoint]:
+    """The checkpoint store and where to resume, checked before the model is built.
+
+    A bucket that does not exist, or a newest complete checkpoint saved by another model shape, is refused
+    here (``ValueError`` naming ``--checkpoint-dir``) rather than after minutes of building and compiling;
+    partial checkpoints passed over are named on rank 0.
+    """
+    fresh = checkpoint.ResumePoint(0, None, {}, [])
     if not cfg.checkpoint_dir:
-        return 0, None
-    found = checkpoint.latest_complete(Path(cfg.checkpoint_dir))
-    if found is None:
-        return 0, None
-    return checkpoint.load(found[1], model, optimizer), checkpoint.data_state(found[1])
+        return None, fresh
+    store = open_store(cfg.checkpoint_dir, os.environ)
+    store.check()
+    point = checkpoint.resume_point(store, cfg.model)
+    if is_main:
+        checkpoint.announce_skipped(point)
+    return store, point
 
 
 class Trainer:
@@ -192,9 +200,13 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, info: DistInfo) -> None:
         self.cfg = cfg
         self.info = info
+        self.store, point = open_checkpoints(cfg, info.is_main)
         self.model = build_model(cfg, info)
         self.optimizer = build_optimizer(self.model, cfg, info)
-        self.start_step, data_state = _maybe_resume(cfg, self.model, self.optimizer)
+        self.start_step = 0
+        if self.store is not None:
+            self.start_step = checkpoint.load(self.store, point, self.model, self.optimizer)
+        data_state = checkpoint.data_state(point)
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, info.rank, info.world_size, cfg.seed
         )
@@ -258,11 +270,11 @@ def train(cfg: TrainConfig) -> Summary:
     configure_attention(cfg.attn_backend)
     run = Trainer(cfg, info)
     saver = checkpoint.Checkpointer(
-        Path(cfg.checkpoint_dir),
+        run.store,
         info.is_main,
         cfg.checkpoint_every > 0 and cfg.checkpoint_async == "true",
-        cfg.checkpoint_keep_last,
-        cfg.checkpoint_keep_every,
+        (cfg.checkpoint_keep_last, cfg.checkpoint_keep_every),
+        checkpoint.shape_record(cfg.model),
         cfg.checkpoint_write_threads,
     )
     last = last_step(cfg, run.start_step)

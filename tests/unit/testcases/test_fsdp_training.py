@@ -23,6 +23,7 @@ from trainstack_train.metrics import METRIC_PREFIX, PEAK_UNKNOWN
 from trainstack_train.model import Transformer
 from trainstack_train.optim import MasterWeightAdamW
 from trainstack_train.parallel import DistInfo, configure_compiler, init_distributed
+from trainstack_train.storage import LocalStore
 
 FSDP_DIR = Path(__file__).resolve().parents[3] / "testcases" / "pytorch" / "fsdp"
 TINY = {"config": "tiny", "batch_size": 4, "seq_len": 32, "compile": "false", "device": "cpu"}
@@ -220,15 +221,16 @@ def test_asynchronous_checkpoints_hold_what_synchronous_ones_do_and_retention_ke
 
 
 def test_retention_keeps_the_newest_and_every_mth_and_drops_dead_partial_saves(tmp_path):
+    store = LocalStore(tmp_path)
     for step in (2, 4, 6, 8, 10):
         (tmp_path / f"step-{step:08d}").mkdir()
-        checkpoint.write_marker(tmp_path / f"step-{step:08d}", step, None)
+        checkpoint.write_marker(store, f"step-{step:08d}", step, None)
     (tmp_path / "step-00000005").mkdir()  # a save that died before its marker
     (tmp_path / "step-00000012").mkdir()  # a save still being written
-    dropped = [path.name for path in checkpoint.to_remove(tmp_path, keep_last=2, keep_every=4)]
+    dropped = checkpoint.to_remove(store, keep_last=2, keep_every=4)
     assert dropped == ["step-00000002", "step-00000005", "step-00000006"]
-    assert [path.name for path in checkpoint.to_remove(tmp_path, 0, 0)] == ["step-00000005"]
-    assert checkpoint.to_remove(tmp_path / "missing", 1, 0) == []
+    assert checkpoint.to_remove(store, 0, 0) == ["step-00000005"]
+    assert checkpoint.to_remove(LocalStore(tmp_path / "missing"), 1, 0) == []
 
 
 def test_incomplete_checkpoint_is_skipped(tmp_path):
@@ -236,8 +238,10 @@ def test_incomplete_checkpoint_is_skipped(tmp_path):
     done = tmp_path / "step-00000002"
     done.mkdir()
     (done / checkpoint.MARKER).write_text('{"step": 2}\n')
-    assert checkpoint.latest_complete(tmp_path) == (2, done)
-    assert checkpoint.latest_complete(tmp_path / "missing") is None
+    assert checkpoint.latest_complete(LocalStore(tmp_path)) == (2, "step-00000002")
+    assert checkpoint.latest_complete(LocalStore(tmp_path / "missing")) is None
+    point = checkpoint.resume_point(LocalStore(tmp_path), MODEL_CONFIGS["tiny"])
+    assert (point.step, point.name, point.skipped) == (2, "step-00000002", [str(tmp_path / "step-00000004")])
 
 
 def _free_port():

@@ -140,7 +140,10 @@ def _pinned_stager() -> Any:
     """
     if not torch.cuda.is_available():
         return None
-    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+    try:
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+    except ImportError:  # a torch older than its configurable stager: DCP stages as it always did
+        return None
 
     return DefaultStager(
         StagingOptions(

@@ -130,31 +130,6 @@ def to_remove(store: CheckpointStore, keep_last: int, keep_every: int) -> list[s
     return sorted(dropped + partial)
 
 
-def _pinned_stager() -> Any:
-    """The host copy an asynchronous save writes from: pinned, and kept from one save to the next.
-
-    ``async_save`` otherwise stages through the writer, into new pageable memory at every save; for a
-    1B-parameter model with its optimizer (15 GB) that copy held training as long as a synchronous write.
-    A pinned copy is allocated once (the first save pays for it) and refilled by DMA afterwards. On a
-    machine without CUDA pinning means nothing, and DCP's own staging is kept (None).
-    """
-    if not torch.cuda.is_available():
-        return None
-    try:
-        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-    except ImportError:  # a torch older than its configurable stager: DCP stages as it always did
-        return None
-
-    return DefaultStager(
-        StagingOptions(
-            use_pinned_memory=True,
-            use_shared_memory=False,
-            use_async_staging=False,
-            use_non_blocking_copy=True,
-        )
-    )
-
-
 @dataclass
 class _Pending:
     """An asynchronous save in flight: what its marker will say, and when its write ended on this rank."""
@@ -192,7 +167,6 @@ class Checkpointer:
         self.keep = keep
         self.shape = shape
         self.write_threads = write_threads
-        self.stager = _pinned_stager() if asynchronous else None
         self.group = dist.new_group(backend="gloo") if asynchronous else None
         self.pending: _Pending | None = None
         self.blocked_s: list[float] = []
@@ -217,9 +191,7 @@ class Checkpointer:
         state = {"model": model_sd, "optim": optim_sd}
         if self.asynchronous:
             writer = self.store.writer(name, self.write_threads)
-            future = dcp.async_save(
-                state, storage_writer=writer, process_group=self.group, async_stager=self.stager
-            )
+            future = dcp.async_save(state, storage_writer=writer, process_group=self.group)
             pending = _Pending(step, name, data, future, started)
             future.add_done_callback(lambda _done: pending.ended.append(time.perf_counter()))
             self.pending = pending
@@ -245,9 +217,6 @@ class Checkpointer:
         self.wait()
         if had:
             self.blocked_s.append(time.perf_counter() - started)
-        if self.stager is not None:
-            self.stager.close()
-            self.stager = None
 
     def _complete(self, step: int, name: str, data: dict[str, Any] | None) -> None:
         assert self.store is not None  # save() refused a run without one

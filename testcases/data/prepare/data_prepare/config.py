@@ -59,13 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="prepare.py",
         description="trainstack data/prepare: a corpus into Megatron-Core indexed shards and manifest.json",
     )
-    parser.add_argument("--input", default="", help="a directory (searched recursively) or file of the corpus")
-    parser.add_argument("--output", default="", help="directory for the shards, tokenizer.json, manifest.json")
+    parser.add_argument("--input", default="", help="a directory (searched recursively) or a corpus file")
+    parser.add_argument("--output", default="", help="directory for the shards, tokenizer.json, manifest")
     parser.add_argument(
         "--tokenizer", default=TRAIN, help=f"a Hugging Face tokenizer.json, or {TRAIN!r}: a BPE on the corpus"
     )
     parser.add_argument("--vocab-size", type=int, default=8192, help=f"of the tokenizer --tokenizer {TRAIN}")
-    parser.add_argument("--num-shards", type=int, default=8, help="shards of the whole corpus (fixed once chosen)")
+    parser.add_argument("--num-shards", type=int, default=8, help="shards of the corpus (fixed once chosen)")
     parser.add_argument("--text-field", default="text", help="JSONL key or Parquet column holding the text")
     parser.add_argument("--eos-token", default="", help="end-of-document token (default: the tokenizer's)")
     parser.add_argument("--summary-json", default="", help="rank 0 writes the job's summary there")

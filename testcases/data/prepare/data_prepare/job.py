@@ -211,8 +211,8 @@ def run(cfg: PrepareConfig) -> int:
     summary = _summary(cfg, world, manifest, outcomes, tokenizer, elapsed)
     corpus = summary["corpus"]
     print(
-        f"{TESTCASE}: {corpus['documents']} documents, {corpus['tokens']} tokens in {corpus['shards']} shards "
-        f"at {output} (written {corpus['written']}, skipped {corpus['skipped']}) in {elapsed:.1f} s",
+        f"{TESTCASE}: {corpus['documents']} documents, {corpus['tokens']} tokens in {corpus['shards']} "
+        f"shards at {output} (written {corpus['written']}, skipped {corpus['skipped']}) in {elapsed:.1f} s",
         flush=True,
     )
     if cfg.summary_json:

@@ -105,6 +105,8 @@ def test_both_nodes_prepare_the_corpus_and_the_manifest_holds_the_files(
     manifest = json.loads((out / "manifest.json").read_text())
     assert (summary["testcase"], summary["world_size"], summary["nodes"]) == ("data/prepare", 2, 2)
     assert "COMPLETED on ts-compute1,ts-compute2" in stdout
+    tokens = summary["corpus"]["tokens"]
+    assert f"corpus         {KJV_VERSES} documents, {tokens} tokens in 4 shards" in stdout
     # Rank r of 2 writes shards r and r + 2, each on its own node.
     ranks = {r["rank"]: (r["host"], r["written"], r["skipped"]) for r in summary["ranks"]}
     assert ranks == {0: ("ts-compute1", [0, 2], []), 1: ("ts-compute2", [1, 3], [])}

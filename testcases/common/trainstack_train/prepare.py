@@ -81,6 +81,7 @@ class Outcome:
     tokens: int = 0
     seconds: float = 0.0
     manifest: dict[str, Any] | None = None
+    plan: Plan | None = None
 
 
 def sha256_file(path: Path) -> str:
@@ -222,6 +223,8 @@ def train_tokenizer(inputs: Sequence[Path], output: Path, vocab_size: int, text_
     if vocab_size < 257 + 1:
         raise PrepareError(f"--vocab-size {vocab_size}: at least 258 (256 bytes, the EOS, one merge)")
     files = corpus_files(inputs)
+    if next(documents(files, text_field), None) is None:
+        raise PrepareError(f"input {', '.join(map(str, inputs))}: no documents (every text is empty)")
     tk = _tokenizers()
     tokenizer = tk.Tokenizer(tk.models.BPE())
     tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -395,26 +398,38 @@ def _my_shards(num_shards: int, shard_index: Sequence[int], worker: tuple[int, i
     return [s for s in range(num_shards) if s % world == rank]
 
 
-def prepare(
+@dataclass
+class Checked:
+    """What the checks before any write found: the tokenizer, the plan and the corpus, its first document
+    already read (so a corpus without one is refused before anything is written)."""
+
+    tokenizer: Any
+    plan: Plan
+    first: str
+    texts: Iterator[str]
+
+
+def check(
     inputs: Sequence[Path],
     output: Path,
     tokenizer_path: Path,
     *,
     num_shards: int = 1,
-    shard_index: Sequence[int] = (),
-    worker: tuple[int, int] = (0, 1),
     text_field: str = "text",
     eos_token: str | None = None,
-) -> Outcome:
-    """Tokenize ``inputs`` into this worker's shards of ``output``; every check runs before any write."""
-    started = time.perf_counter()
+) -> Checked:
+    """Every refusal a preparation can make before it writes: tokenizer, inputs, documents, output.
+
+    Separate from :func:`prepare` so a launcher can run it on the submit host before a job is queued.
+    """
     tokenizer, eos_id = load_tokenizer(tokenizer_path, eos_token)
     files = corpus_files(inputs)
     texts = documents(files, text_field)
     first = next(texts, None)
     if first is None:
         raise PrepareError(f"input {', '.join(map(str, inputs))}: no documents (every text is empty)")
-    mine = _my_shards(num_shards, shard_index, worker)
+    if num_shards < 1:
+        raise PrepareError(f"--num-shards {num_shards}: at least 1")
     vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
     plan = Plan(
         tokenizer_sha256=sha256_file(tokenizer_path),
@@ -429,19 +444,45 @@ def prepare(
         raise PrepareError(f"--output {output}: exists and is not a directory")
     if output.is_dir():
         check_output(output, plan)
+    return Checked(tokenizer, plan, first, texts)
+
+
+def prepare(
+    inputs: Sequence[Path],
+    output: Path,
+    tokenizer_path: Path,
+    *,
+    num_shards: int = 1,
+    shard_index: Sequence[int] = (),
+    worker: tuple[int, int] = (0, 1),
+    text_field: str = "text",
+    eos_token: str | None = None,
+    manifest: bool = True,
+) -> Outcome:
+    """Tokenize ``inputs`` into this worker's shards of ``output``; every check runs before any write.
+
+    ``manifest=False`` leaves ``manifest.json`` to the caller: a job whose ranks meet at a barrier has one
+    rank write it once every rank is done, rather than whichever rank happens to finish last.
+    """
+    started = time.perf_counter()
+    checked = check(
+        inputs, output, tokenizer_path, num_shards=num_shards, text_field=text_field, eos_token=eos_token
+    )
+    tokenizer, plan, first, texts = checked.tokenizer, checked.plan, checked.first, checked.texts
+    mine = _my_shards(num_shards, shard_index, worker)
     output.mkdir(parents=True, exist_ok=True)
     copy = output / TOKENIZER_FILE
     if not copy.is_file() or sha256_file(copy) != plan.tokenizer_sha256:
         partial = copy.with_name(f"{copy.name}.{os.getpid()}.partial")
         shutil.copyfile(tokenizer_path, partial)
         os.replace(partial, copy)
-    outcome = Outcome()
+    outcome = Outcome(plan=plan)
     todo = []
     for shard in mine:
         (outcome.skipped if shard_complete(output, shard, plan) else todo).append(shard)
     if todo:
         _write_shards(output, plan, todo, _chain(first, texts), tokenizer, outcome)
-    outcome.manifest = write_manifest(output, plan)
+    outcome.manifest = write_manifest(output, plan) if manifest else None
     outcome.seconds = time.perf_counter() - started
     return outcome
 

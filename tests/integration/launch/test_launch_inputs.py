@@ -65,14 +65,14 @@ def nothing_written(tmp_path: Path) -> bool:
         (
             ["-e", "training_job_testcase=pytorch/no-such-case"],
             "Unknown test case 'pytorch/no-such-case'. "
-            "Known: deepspeed/zero3, hf/finetune, jax/llama, megatron/gpt, nccl/collectives, pytorch/ddp, "
-            "pytorch/fsdp, torchtitan/llama.",
+            "Known: data/prepare, deepspeed/zero3, hf/finetune, jax/llama, megatron/gpt, nccl/collectives, "
+            "pytorch/ddp, pytorch/fsdp, torchtitan/llama.",
         ),
         (
             ["-e", "training_job_testcase=../../etc"],
             "Unknown test case '../../etc'. "
-            "Known: deepspeed/zero3, hf/finetune, jax/llama, megatron/gpt, nccl/collectives, pytorch/ddp, "
-            "pytorch/fsdp, torchtitan/llama.",
+            "Known: data/prepare, deepspeed/zero3, hf/finetune, jax/llama, megatron/gpt, nccl/collectives, "
+            "pytorch/ddp, pytorch/fsdp, torchtitan/llama.",
         ),
         (
             ["-e", "training_job_testcase=pytorch/ddp", "-e", "training_job_name=.."],

@@ -19,7 +19,8 @@ MEGATRON_DIR = ROOT / "testcases" / "megatron" / "gpt"
 HF_DIR = ROOT / "testcases" / "hf" / "finetune"
 JAX_DIR = ROOT / "testcases" / "jax" / "llama"
 DS_DIR = ROOT / "testcases" / "deepspeed" / "zero3"
-for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_DIR, DS_DIR):
+DATA_PREPARE_DIR = ROOT / "testcases" / "data" / "prepare"
+for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_DIR, DS_DIR, DATA_PREPARE_DIR):
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")

@@ -24,6 +24,7 @@ PARSERS = {
     "hf/finetune": "hf_finetune.config",
     "jax/llama": "jax_llama.config",
     "deepspeed/zero3": "ds_llama.config",
+    "data/prepare": "data_prepare.config",
 }
 
 

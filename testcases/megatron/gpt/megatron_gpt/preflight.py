@@ -174,6 +174,8 @@ def check_data(cfg: TrainConfig, vocab_size: int) -> tuple[Check, dict[str, Any]
     source = BatchSource(cfg.data, vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, dp_world, cfg.seed)
     cpu = torch.device("cpu")
     inputs, labels = source.batch(0, cpu)
+    # A prepared corpus is read in order, each step once: rewind to step 0 for the loop's cut of its rows.
+    source.resume(0, None)
     count = cfg.micro_batches()
     pairs = list(micro_batches(source, 0, cpu, count))
     shapes = sorted({tuple(part.shape) for pair in pairs for part in pair})

@@ -82,7 +82,8 @@ def test_a_case_without_a_lock_for_the_image_is_skipped_with_the_tables_reason()
 
 def test_an_unknown_case_fails_the_bake_naming_the_catalog() -> None:
     with pytest.raises(
-        ValueError, match=r"unknown test case\(s\) pytorch/nope; the catalog has deepspeed/zero3"
+        ValueError,
+        match=r"unknown test case\(s\) pytorch/nope; the catalog has data/prepare, deepspeed/zero3",
     ):
         locks.baked_envs(CATALOG, ["pytorch/nope"], "lab", "/usr/bin/python3")
 

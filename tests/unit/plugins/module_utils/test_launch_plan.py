@@ -141,7 +141,8 @@ def test_an_unknown_variable_is_refused_with_close_matches() -> None:
 
 def test_an_unknown_test_case_lists_the_catalog() -> None:
     refusal, _manifest = refusals(request("pytorch/nope"), CATALOG, known_variables(SPECS))
-    assert refusal.startswith("Unknown test case 'pytorch/nope'. Known: deepspeed/zero3, hf/finetune")
+    known = "Known: data/prepare, deepspeed/zero3, hf/finetune"
+    assert refusal.startswith(f"Unknown test case 'pytorch/nope'. {known}")
     refusal, _manifest = refusals(request(""), CATALOG, known_variables(SPECS))
     assert "(training_job_testcase is required)" in refusal
 

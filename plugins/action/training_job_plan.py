@@ -87,6 +87,19 @@ def refusals(
     return "", manifest
 
 
+def with_cluster_storage(request: Mapping[str, Any], task_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The request, its empty ``training_job_cluster_storage`` taken from the host's ``cluster_storage``.
+
+    Why here and not as the role default's expression: the inventory sets ``cluster_storage`` on the hosts
+    of a spec'd cluster only, and the plan's checks should see a plain mapping (or its absence), never a
+    template that resolves differently per host.
+    """
+    out = dict(request)
+    if not out.get("training_job_cluster_storage"):
+        out["training_job_cluster_storage"] = task_vars.get("cluster_storage") or {}
+    return out
+
+
 class ActionModule(ActionBase):
     """Checks, then the plan (see module_utils/launch/plan.py); never runs anything on the target."""
 
@@ -100,7 +113,7 @@ class ActionModule(ActionBase):
         missing = [name for name in ARGS[:3] if name not in args]
         if missing:
             raise AnsibleActionFail(f"training_job_plan needs {', '.join(missing)}")
-        request, catalog = dict(args["request"]), str(args["catalog"])
+        request, catalog = with_cluster_storage(args["request"], task_vars or {}), str(args["catalog"])
         node = dict(args.get("node") or {})
         refusal, manifest = refusals(request, catalog, known_variables(str(args["argument_specs"])), node)
         if refusal:

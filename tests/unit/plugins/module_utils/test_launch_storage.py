@@ -76,3 +76,18 @@ def test_without_a_cluster_the_plan_is_as_before():
 def test_a_bad_storage_mapping_is_refused_naming_the_variable(storage, fragment):
     problems = " ".join(plan.input_problems(request(training_job_cluster_storage=storage), catalog().names()))
     assert fragment in problems
+
+
+def test_the_launch_host_s_cluster_storage_fills_an_empty_request() -> None:
+    """The role's default is empty; the plan takes the launch host's ``cluster_storage`` (the inventory's),
+    and a value the caller gave is kept."""
+    from ansible_collections.trainstack.cluster.plugins.action.training_job_plan import with_cluster_storage
+
+    storage = {"data_dir": "/fsx/data", "checkpoint_dir": "/fsx/trainstack/checkpoints"}
+    given = {"data_dir": "/scratch/data"}
+    empty = {"training_job_cluster_storage": {}}
+    key = "training_job_cluster_storage"
+    assert with_cluster_storage(empty, {"cluster_storage": storage})[key] == storage
+    assert with_cluster_storage(empty, {})["training_job_cluster_storage"] == {}
+    mine = {"training_job_cluster_storage": given}
+    assert with_cluster_storage(mine, {"cluster_storage": storage})["training_job_cluster_storage"] == given

@@ -181,8 +181,8 @@ def container_targets(stack: dict[str, Any], table: dict[str, Any]) -> list[Targ
         os_id, arch = str(entry["os"]), str(entry["arch"])
         if os_id not in scope["os"] or arch not in scope["arch"] or os_id not in OS_PLATFORMS:
             sys.exit(
-                f"testcase_lock: gpu_targets.yml containers names {os_id}/{arch}, which {stack['id']} does not "
-                f"scope (os {scope['os']}, arch {scope['arch']}) or OS_PLATFORMS lacks"
+                f"testcase_lock: gpu_targets.yml containers names {os_id}/{arch}, which {stack['id']} "
+                f"does not scope (os {scope['os']}, arch {scope['arch']}) or OS_PLATFORMS lacks"
             )
         python, glibc = OS_PLATFORMS[os_id]
         targets.append(Target(gpu_target(os_id, arch), os_id, arch, python, glibc))

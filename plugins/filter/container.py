@@ -1,7 +1,8 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters of the container image build (playbooks/build_container.yml): the stack as a CUDA container's layers
-read it. The rule is module_utils/image/container_stack's, so that it is unit-tested, not written in Jinja."""
+"""Filters of the container image build (playbooks/build_container.yml): the stack as a CUDA container's
+layers read it. The rule is module_utils/image/container_stack's, so that it is unit-tested, not written in
+Jinja."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.image.container
 def container_stack(stack: dict[str, Any], os_id: str, components: list[str]) -> dict[str, Any]:
     """The stack with ``os_id`` scoped for ``components`` and no longer a lab OS (module_utils docstring)."""
     if not isinstance(stack, dict):
-        raise AnsibleFilterError(f"container_stack: the input must be a stack document, got {type(stack).__name__}")
+        raise AnsibleFilterError(
+            f"container_stack: the input must be a stack document, got {type(stack).__name__}"
+        )
     try:
         return _container_stack(stack, str(os_id), [str(c) for c in components or []])
     except ContainerStackError as exc:

@@ -1,7 +1,7 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
-"""The stack as a CUDA container image sees it (playbooks/build_container.yml, flavour pytorch-cuda and the test
-case flavours on it).
+"""The stack as a CUDA container image sees it (playbooks/build_container.yml, flavour pytorch-cuda and the
+test case flavours on it).
 
 Why: the containers' base is Debian 12, the lab's OS, for which a stack pins the lab's choices (torch's CPU
 build through ``by_os``, no CUDA toolkit, no aws-ofi-nccl, no nccl-tests): the lab's nodes have no GPU. A CUDA
@@ -73,7 +73,8 @@ def container_stack(stack: Mapping[str, Any], os_id: str, components: Iterable[s
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ContainerStackError(
-            f"stack {stack.get('id', '?')} has no component {', '.join(unknown)} (it has {', '.join(sorted(known))})"
+            f"stack {stack.get('id', '?')} has no component {', '.join(unknown)} "
+            f"(it has {', '.join(sorted(known))})"
         )
     problems = nccl_line_problems(stack)
     if problems:

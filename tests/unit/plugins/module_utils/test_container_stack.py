@@ -97,7 +97,7 @@ def test_an_os_outside_the_scope_or_an_unknown_component_is_refused() -> None:
     with pytest.raises(cs.ContainerStackError, match="has no component tensorrt"):
         cs.container_stack(STACK, "debian-12", [*GPU_LINE, "tensorrt"])
     with pytest.raises(AnsibleFilterError, match="must be a stack document"):
-        container_filter.container_stack("ts-2026.12", "debian-12", GPU_LINE)
+        container_filter.container_stack(CURRENT_STACK_ID, "debian-12", GPU_LINE)
 
 
 def test_the_shipped_stacks_nccl_lines_agree() -> None:

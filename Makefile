@@ -181,12 +181,15 @@ CONTAINER_REGISTRY ?=
 CONTAINER_ALLOW_HTTP ?= 0
 # Manifest format of the push: oci, or v2s2 for a registry enroot must import from (docs/containers.md).
 CONTAINER_FORMAT ?= oci
+# Mirror of the release sources the CUDA flavours build (aws-ofi-nccl, nccl-tests); empty: the artifact mirror.
+CONTAINER_SOURCE_MIRROR ?=
 .PHONY: container-local
 container-local: setup wheelhouse ## build OCI images (buildah) of the stack from the local image's Debian 12; push to CONTAINER_REGISTRY
 	BUILDAH_ISOLATION=chroot $(BIN)/ansible-playbook playbooks/build_container.yml -e trainstack_stack=$(STACK) \
 	  -e '{"container_flavours": $(shell $(PY) -c 'import json,sys; print(json.dumps(sys.argv[1:]))' $(CONTAINER_FLAVOURS))}' \
 	  -e container_registry_url=$(CONTAINER_REGISTRY) -e container_registry_allow_http=$(filter 1,$(CONTAINER_ALLOW_HTTP)) \
 	  -e container_registry_format=$(CONTAINER_FORMAT) \
+	  $(if $(CONTAINER_SOURCE_MIRROR),-e container_source_mirror_url=$(CONTAINER_SOURCE_MIRROR)) \
 	  -e container_source_revision=$(IMAGE_REVISION) -e container_host_ca_certs=true -e pytorch_wheelhouse=$(WHEELHOUSE)
 
 # ---------------------------------------------------------------- demo

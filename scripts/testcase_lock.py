@@ -82,6 +82,8 @@ OS_PLATFORMS: dict[str, tuple[str, int]] = {
     "ubuntu-24.04": ("3.12", 39),
     "ubuntu-22.04": ("3.10", 35),
     "amzn-2023": ("3.11", 34),
+    # The CUDA container images' OS (playbooks/build_container.yml): Debian 12's python3.
+    "debian-12": ("3.11", 36),
 }
 # Package names that carry a CUDA major: nvidia-nccl-cu13, nvidia-cudnn-cu13, jax-cuda13-plugin, ...
 _CUDA_NAME_RE = re.compile(r"(?:-cu|-cuda)(\d+)(?:-|$)")
@@ -169,6 +171,24 @@ def gpu_targets(stack: dict[str, Any]) -> list[Target]:
     return targets
 
 
+def container_targets(stack: dict[str, Any], table: dict[str, Any]) -> list[Target]:
+    """The GPU targets of the CUDA container images (gpu_targets.yml ``containers``): an OS the stack scopes
+    (the lab's OS included: the container carries torch's CUDA build there, the lab's nodes do not) on an
+    architecture of its scope, named by the launch's rule (``gpu-<os>-<arch>``)."""
+    scope = stack["scope"]
+    targets = []
+    for entry in table.get("containers") or []:
+        os_id, arch = str(entry["os"]), str(entry["arch"])
+        if os_id not in scope["os"] or arch not in scope["arch"] or os_id not in OS_PLATFORMS:
+            sys.exit(
+                f"testcase_lock: gpu_targets.yml containers names {os_id}/{arch}, which {stack['id']} "
+                f"does not scope (os {scope['os']}, arch {scope['arch']}) or OS_PLATFORMS lacks"
+            )
+        python, glibc = OS_PLATFORMS[os_id]
+        targets.append(Target(gpu_target(os_id, arch), os_id, arch, python, glibc))
+    return targets
+
+
 def cuda_line(stack: dict[str, Any]) -> CudaLine:
     """The stack's PyTorch CUDA line; refuses one whose NCCL pin is not the stack's NCCL (rules.yml's
     pytorch-nccl-pin) or whose NCCL build is for another CUDA major (nccl-cuda-major)."""
@@ -194,6 +214,7 @@ def gpu_table(path: Path = GPU_TABLE) -> dict[str, Any]:
         "extras": body.get("extras") or {},
         "replaced_pins": body.get("replaced_pins") or {},
         "unresolvable": body.get("unresolvable") or [],
+        "containers": body.get("containers") or [],
     }
 
 
@@ -746,9 +767,9 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         sys.exit(f"testcase_lock: no manifest at {', '.join(missing)}")
     stack = current_stack()
-    lab, targets = select_targets(args.targets, gpu_targets(stack))
-    line = cuda_line(stack) if targets else None
     table = gpu_table()
+    lab, targets = select_targets(args.targets, gpu_targets(stack) + container_targets(stack, table))
+    line = cuda_line(stack) if targets else None
     if args.check:
         problems = [p for manifest in args.manifests for p in lock_problems(manifest)] if lab else []
         problems += [p for m in args.manifests for t in targets for p in gpu_lock_problems(m, t, line, table)]

@@ -28,8 +28,9 @@ VOCABULARY = {"main", "install", "configure", "verify"}
 ACTIONS = {
     # Controller-side removal of a cluster's AWS resources, found by its tag.
     "aws_foundation": {"teardown"},
-    # NVIDIA's signed CUDA repository, shared with dcgm, nccl and nvidia_driver through include_role.
-    "cuda": {"repo"},
+    # NVIDIA's signed CUDA repository, shared with dcgm, nccl and nvidia_driver through include_role; one
+    # toolkit laid out from NVIDIA's PyPI wheels in any directory (cuda_source=wheels, the lab's source builds).
+    "cuda": {"repo", "wheels"},
     # The last step of an image build, after the manifest: strip host identity.
     "image_selfcheck": {"generalize"},
     # Controller-side lifecycle of the local lab (power: an elastic node made or removed at Slurm's request).

@@ -22,8 +22,11 @@ from tests.unit.testcases.test_locks import MANIFESTS, ROOT, script
 testcase_lock = script("testcase_lock")
 STACK = testcase_lock.current_stack()
 LINE = testcase_lock.cuda_line(STACK)
-TARGETS = testcase_lock.gpu_targets(STACK)
 TABLE = testcase_lock.gpu_table()
+# The images' GPU targets (the stack's scope without its lab OS) and the CUDA containers' (gpu_targets.yml).
+IMAGE_TARGETS = testcase_lock.gpu_targets(STACK)
+CONTAINER_TARGETS = testcase_lock.container_targets(STACK, TABLE)
+TARGETS = IMAGE_TARGETS + CONTAINER_TARGETS
 PAIRS = [(manifest, target) for manifest in MANIFESTS for target in TARGETS]
 HASH = "0" * 64
 
@@ -41,9 +44,23 @@ def pin_name(req: str) -> str:
 def test_the_gpu_targets_are_the_stacks_image_platforms() -> None:
     scope = STACK["scope"]
     image_os = [os_id for os_id in scope["os"] if os_id not in scope.get("lab_os", [])]
-    assert [t.name for t in TARGETS] == [f"gpu-{o}-{a}" for o in image_os for a in scope["arch"]]
-    assert "debian-12" not in {t.os for t in TARGETS}
-    assert TARGETS, "the current stack scopes no image OS"
+    assert [t.name for t in IMAGE_TARGETS] == [f"gpu-{o}-{a}" for o in image_os for a in scope["arch"]]
+    assert "debian-12" not in {t.os for t in IMAGE_TARGETS}
+    assert IMAGE_TARGETS, "the current stack scopes no image OS"
+
+
+def test_the_cuda_containers_have_a_gpu_target_on_debian_12() -> None:
+    """The CUDA container images are Debian 12 (the lab's OS) with torch's CUDA build: their own GPU target,
+    named as a launch names a GPU node's, with Debian 12's CPython 3.11 and glibc 2.36."""
+    assert [(t.name, t.python, t.glibc_minor) for t in CONTAINER_TARGETS] == [
+        ("gpu-debian-12-x86_64", "3.11", 36)
+    ]
+
+
+def test_a_container_target_outside_the_stacks_scope_is_refused() -> None:
+    for entry in ({"os": "rhel-9", "arch": "x86_64"}, {"os": "debian-12", "arch": "riscv64"}):
+        with pytest.raises(SystemExit, match="does not scope"):
+            testcase_lock.container_targets(STACK, {**TABLE, "containers": [entry]})
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=pair_id)

@@ -31,8 +31,9 @@ options:
     description:
       - Stack id (C(stacks/<id>.yml)); empty means the current stack (C(stacks/current)).
       - A parsed stack mapping is accepted too, for a test scenario that widens a shipped stack's scope.
-      - C(trainstack_stack_document), where set, wins over C(trainstack_stack) (an extra var that a play cannot
-        change); a CUDA container's layers set it to the stack document they read (filter C(container_stack)).
+      - C(trainstack_stack_document), where set, wins over C(trainstack_stack) (an extra var that a play
+        cannot change); a CUDA container's layers set it to the stack document they read (filter
+        C(container_stack)).
     type: raw
     vars:
       - name: trainstack_stack

@@ -29,7 +29,7 @@ ACTIONS = {
     # Controller-side removal of a cluster's AWS resources, found by its tag.
     "aws_foundation": {"teardown"},
     # NVIDIA's signed CUDA repository, shared with dcgm, nccl and nvidia_driver through include_role; one
-    # toolkit laid out from NVIDIA's PyPI wheels in any directory (cuda_source=wheels, the lab's source builds).
+    # toolkit laid out from NVIDIA's PyPI wheels in any directory (cuda_source=wheels: the lab's builds).
     "cuda": {"repo", "wheels"},
     # The last step of an image build, after the manifest: strip host identity.
     "image_selfcheck": {"generalize"},

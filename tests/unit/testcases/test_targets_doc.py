@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "testcases.md"
 SECTION = "### Targets and baked environments per test case"
@@ -17,15 +19,23 @@ def table() -> dict[str, tuple[str, str]]:
     return {case: (locked.strip(), baked.strip()) for case, locked, baked in rows}
 
 
+def container_targets() -> set[str]:
+    """The container images' targets (testcases/gpu_targets.yml): one architecture each, named in full."""
+    spec = yaml.safe_load((ROOT / "testcases" / "gpu_targets.yml").read_text())
+    return {f"gpu-{item['os']}-{item['arch']}" for item in spec.get("containers", [])}
+
+
 def locked_for(case: str) -> set[str]:
-    """The case's targets as the table writes them: `lab`, and `gpu-<os>-*` (both architectures have one)."""
+    """The case's targets as the table writes them: `lab`, `gpu-<os>-*` (both architectures have one), and a
+    container target in full."""
     names = [p.name for p in (ROOT / "testcases" / case).glob("requirements*.lock")]
     targets = {"lab" if n == "requirements.lock" else n[len("requirements.") : -len(".lock")] for n in names}
-    folded = {re.sub(r"-(x86_64|aarch64)$", "-*", t) for t in targets}
+    containers = targets & container_targets()
+    folded = {re.sub(r"-(x86_64|aarch64)$", "-*", t) for t in targets - containers}
     for target in folded - {"lab"}:
         stem = target[:-1]
         assert {f"{stem}x86_64", f"{stem}aarch64"} <= targets, f"{case}: {target} has one architecture only"
-    return folded
+    return folded | containers
 
 
 def test_the_table_lists_every_case_with_its_locks() -> None:

@@ -98,19 +98,15 @@ class CheckpointStore(Protocol):
     @property
     def location(self) -> str:
         """What ``--checkpoint-dir`` named (for messages)."""
-        ...
 
     def where(self, name: str) -> str:
         """The full location of entry ``name`` (for messages)."""
-        ...
 
     def check(self) -> None:
         """Refuse, naming the location, what cannot hold checkpoints (a bucket that does not exist)."""
-        ...
 
     def names(self) -> list[str]:
         """The entries directly under the location (no error when it does not exist yet)."""
-        ...
 
     def has(self, name: str, file: str) -> bool: ...
 
@@ -121,15 +117,12 @@ class CheckpointStore(Protocol):
     def remove(self, name: str, first: str) -> None:
         """Delete entry ``name``, its file ``first`` before the rest (the marker: never a half-deleted
         checkpoint that still looks complete)."""
-        ...
 
     def writer(self, name: str, threads: int = 1) -> Any:
         """DCP's ``StorageWriter`` for a checkpoint saved under ``name``, with ``threads`` write streams."""
-        ...
 
     def reader(self, name: str) -> Any:
         """DCP's ``StorageReader`` for the checkpoint under ``name``."""
-        ...
 
 
 @dataclass

@@ -60,7 +60,7 @@ def test_every_catalog_case_has_a_flavour_but_the_source_built_one() -> None:
     flavoured = {case for entry in CASE_FLAVOURS.values() for case in entry["testcases"]}
     left = sorted(set(locks.catalog_testcases(CATALOG)) - flavoured)
     assert left == ["data/prepare", "deepspeed/zero3"]
-    _, lock = locks.read_lock(CATALOG, "deepspeed/zero3", TARGET)
+    _path, lock = locks.read_lock(CATALOG, "deepspeed/zero3", TARGET)
     assert locks.source_only_pins(lock)
 
 

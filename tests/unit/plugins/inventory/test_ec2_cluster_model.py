@@ -430,5 +430,5 @@ def test_a_spec_d_clusters_storage_tags_become_its_cluster_storage():
     assert plan.hostvars["i-h"]["cluster_storage"] == expected
     assert plan.groupvars["cluster_llm"]["cluster_storage"] == expected
     assert "cluster_storage" not in plan.host_only["i-h"] and "cluster_storage" not in plan.hostvars["i-o"]
-    nodes, _ = model.unpack_records(model.pack_records([head], {}))
+    nodes, _rest = model.unpack_records(model.pack_records([head], {}))
     assert nodes[0].storage == expected

@@ -72,8 +72,15 @@ def test_all_reduce_perf_run_is_accepted_and_recorded(play):
 
 def test_the_default_benchmark_launches_through_training_job(play, tmp_path):
     """The test case's all-node run is a training_job launch; where it cannot even start (no Slurm on this
-    host: training_job's own check of the partition fails), the play says so and runs no search."""
-    done, out, result, argv = play("collectives.srun-label.txt", "-e", "nccl_acceptance_threshold_gbps=0.2")
+    host: training_job's own check of the partition fails), the play says so and runs no search.
+
+    The Python given has torch: the plan finds the case's lock for the host's OS (Debian 12, the CUDA
+    containers' target) and would otherwise refuse a Python without the torch it pins, before the partition.
+    """
+    done, out, result, argv = play(
+        "collectives.srun-label.txt",
+        *("-e", "nccl_acceptance_threshold_gbps=0.2", "-e", f"nccl_acceptance_python={sys.executable}"),
+    )
     assert done.returncode != 0 and result == {} and argv == []
     assert "nccl_acceptance: the all-node job could not be launched" in out and "sinfo" in out
     assert (

@@ -6,7 +6,9 @@ Four runs of ``testcases/pytorch/fsdp/train.py`` with the same shape, seed and s
 * ``corpus``: a prepared corpus (``--corpus``, docs/data.md) read by the numpy reader;
 * ``corpus_sync`` and ``corpus_async``: the corpus run checkpointing every ``--checkpoint-every`` steps to
   ``--checkpoint-dir`` with ``torch.distributed.checkpoint``, written in the step's path or by a background
-  thread (``--checkpoint-async``), keeping the newest one.
+  thread (``--checkpoint-async``), keeping the newest one;
+* ``corpus_async_pinned`` (only when asked for in ``--runs``): asynchronous, staged into one pinned buffer
+  kept for the run (``--checkpoint-staging pinned``) instead of new pageable memory each save.
 
 The JSON has each run's summary and two comparisons: the corpus rate as a fraction of the synthetic one, and
 per checkpoint the training time lost (``blocked_s``) and the write time (``write_s``) of both ways. Rates
@@ -32,7 +34,11 @@ from bench.support.train_run import run_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "testcases" / "pytorch" / "fsdp" / "train.py"
-RUNS = ("synthetic", "corpus", "corpus_sync", "corpus_async")
+RUNS = ("synthetic", "corpus", "corpus_sync", "corpus_async", "corpus_async_pinned")
+# The runs of a bare invocation: the pinned one holds the whole state in page-locked host memory as well.
+DEFAULT_RUNS = RUNS[:4]
+# The checkpointing runs, in the order the comparison and the plot list them.
+SAVING_RUNS = ("corpus_sync", "corpus_async", "corpus_async_pinned")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-write-threads", type=int, default=1, help="writer threads per rank")
     parser.add_argument("--instance-type", default=catalog_peak.DEFAULT_INSTANCE_TYPE)
     parser.add_argument("--timeout", type=int, default=600, help="seconds per training run")
-    parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {RUNS}")
+    parser.add_argument("--runs", default=",".join(DEFAULT_RUNS), help=f"comma-separated subset of {RUNS}")
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument(
         "--merge",
@@ -76,7 +82,9 @@ def command(args: argparse.Namespace, run: str, peak: float, summary: Path) -> l
             "--checkpoint-every",
             str(args.checkpoint_every),
         ]
-        cmd += ["--checkpoint-keep-last", "1", "--checkpoint-async", str(run == "corpus_async").lower()]
+        cmd += ["--checkpoint-keep-last", "1", "--checkpoint-async", str(run != "corpus_sync").lower()]
+        if run == "corpus_async_pinned":
+            cmd += ["--checkpoint-staging", "pinned"]
         cmd += ["--checkpoint-write-threads", str(args.checkpoint_write_threads)]
     return cmd
 
@@ -100,7 +108,7 @@ def compare(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "synthetic" in ok and "corpus" in ok:
         out["corpus_rate_fraction"] = ok["corpus"]["tokens_per_s"] / ok["synthetic"]["tokens_per_s"]
-    for name in ("corpus_sync", "corpus_async"):
+    for name in SAVING_RUNS:
         if name in ok:
             saved = ok[name]["checkpoints"]
             count = max(saved["saved"], 1)
@@ -130,7 +138,7 @@ def plot(runs: dict[str, dict[str, Any]], comparison: dict[str, Any], target: Pa
     rates.bar(names, [runs[name]["tokens_per_s"] for name in names], color="tab:blue")
     rates.set_ylabel("tokens/s (steady state)")
     rates.set_title("data: synthetic vs prepared corpus", fontsize=9)
-    ways = [name for name in ("corpus_sync", "corpus_async") if name in comparison]
+    ways = [name for name in SAVING_RUNS if name in comparison]
     width = 0.38
     for offset, key, label in (
         (-width / 2, "own_blocked_s_per_checkpoint", "training time lost (own save)"),

@@ -204,6 +204,10 @@ TESTCASE_RUNS = {
     "titan_launched": ("torchtitan/llama", "launch_training, local launcher (torchrun)"),
     "megatron_direct": ("megatron/gpt", "entrypoint started directly, `--recompute selective`"),
     "megatron_launched": ("megatron/gpt", "launch_training, local launcher (torchrun)"),
+    "megatron_corpus_direct": (
+        "megatron/gpt",
+        "entrypoint started directly, `--recompute selective`, `--data`",
+    ),
     "ds_zero2_direct": ("deepspeed/zero3", "entrypoint started directly, `--zero-stage 2`"),
     "ds_zero3_direct": ("deepspeed/zero3", "entrypoint started directly, `--zero-stage 3`"),
     "hf_direct": ("hf/finetune", "entrypoint started directly, LoRA rank 16 on every projection"),

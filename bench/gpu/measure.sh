@@ -129,6 +129,8 @@ run_direct() {
     titan) carry titan; cmd=(testcases/torchtitan/llama/train.py "${model[@]}") ;;
     megatron) carry megatron
       cmd=(testcases/megatron/gpt/train.py "${model[@]}" --recompute selective) ;;
+    megatron_corpus) carry megatron
+      cmd=(testcases/megatron/gpt/train.py "${model[@]}" --recompute selective --data "${TS_CORPUS:?a prepared corpus}") ;;
     ds_zero2 | ds_zero3) carry deepspeed
       cmd=(testcases/deepspeed/zero3/train.py "${model[@]}" --zero-stage "${run#ds_zero}") ;;
     hf) carry hf
@@ -166,7 +168,8 @@ resume_check() {
 # as such. What each needs at most, in seconds (measured on the H200, with headroom):
 declare -A NEED=([fsdp]=100 [titan]=75 [megatron]=60 [ds_zero2]=70 [ds_zero3]=70 [hf]=70 [jax]=90
   [titan_launched]=75 [megatron_launched]=75 [titan_parity]=40 [megatron_checks]=60 [ds_resume]=40
-  [fsdp_launched]=100 [ds_zero2_launched]=75 [hf_launched]=75 [jax_launched]=95 [torch_refused]=15)
+  [fsdp_launched]=100 [ds_zero2_launched]=75 [hf_launched]=75 [jax_launched]=95 [torch_refused]=15
+  [megatron_corpus]=60 [megatron_corpus_resume]=60)
 
 side_step() {
   local dir=$1 step=$2
@@ -201,6 +204,11 @@ side_step() {
       wait "$parity" || rc=1
       return "$rc" ;;
     ds_resume) resume_check "$dir" deepspeed testcases/deepspeed/zero3/train.py --zero-stage 3 ;;
+    megatron_corpus_resume)
+      # The tiny shape on a corpus whose vocabulary fits it (512 tokens at most): the reader's position
+      # goes through the checkpoint, so the resumed run reads the rows the uninterrupted one read next.
+      carry megatron || return 1
+      resume_check "$dir" megatron testcases/megatron/gpt/train.py --data "${TS_CORPUS_TINY:?a prepared corpus}" ;;
     *) run_direct "$dir" "$step" ;;
   esac
 }
@@ -256,7 +264,7 @@ run_verify() {
 }
 
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|locked|all..." >&2
+  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|locked|corpus|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" -m bench.catalog_peak "$INSTANCE_TYPE") || exit 2
@@ -282,6 +290,7 @@ for part in "$@"; do
     hf) side_by_side hf hf fsdp || status=1 ;;
     jax) side_by_side jax jax fsdp || status=1 ;;
     frameworks) side_by_side frameworks fsdp titan megatron ds_zero2 hf jax || status=1 ;;
+    corpus) side_by_side corpus megatron megatron_corpus megatron_corpus_resume || status=1 ;;
     locked) side_by_side locked torch_refused fsdp_launched titan_launched megatron_launched ds_zero2_launched \
       hf_launched jax_launched || status=1 ;;
     verify) run_verify || status=1 ;;

@@ -158,15 +158,19 @@ class Checkpointer:
         keep: tuple[int, int],
         shape: dict[str, Any] | None = None,
         write_threads: int = 1,
+        pinned: bool = False,
     ) -> None:
         """``store`` None: a run without checkpoints (only :meth:`summary` and :meth:`close` are called);
-        ``keep`` is (keep-last, keep-every); ``shape`` goes into every marker (see :func:`resume_point`)."""
+        ``keep`` is (keep-last, keep-every); ``shape`` goes into every marker (see :func:`resume_point`);
+        ``pinned``: asynchronous saves stage into one pinned buffer kept for the run (see :meth:`_writer`)."""
         self.store = store
         self.is_main = is_main
         self.asynchronous = asynchronous
         self.keep = keep
         self.shape = shape
         self.write_threads = write_threads
+        self.pinned = pinned
+        self.kept_writer: Any = None
         self.group = dist.new_group(backend="gloo") if asynchronous else None
         self.pending: _Pending | None = None
         self.blocked_s: list[float] = []
@@ -190,8 +194,12 @@ class Checkpointer:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
         if self.asynchronous:
-            writer = self.store.writer(name, self.write_threads)
-            future = dcp.async_save(state, storage_writer=writer, process_group=self.group)
+            future = dcp.async_save(
+                state,
+                checkpoint_id=self.store.where(name) if self.pinned else None,
+                storage_writer=self._writer(name),
+                process_group=self.group,
+            )
             pending = _Pending(step, name, data, future, started)
             future.add_done_callback(lambda _done: pending.ended.append(time.perf_counter()))
             self.pending = pending
@@ -200,6 +208,20 @@ class Checkpointer:
             self.write_s.append(time.perf_counter() - started)
             self._complete(step, name, data)
         self.blocked_s.append(time.perf_counter() - started)
+
+    def _writer(self, name: str) -> Any:
+        """The writer of an asynchronous save: a new one each save, or with ``pinned`` one for the run.
+
+        Why one for the run: DCP's writer with ``cache_staged_state_dict`` stages into a pinned host buffer
+        that it allocates at its first save and reuses; a new writer per save would allocate (and pin) the
+        whole state again. ``async_save``'s ``checkpoint_id`` points the kept writer at each save's
+        directory. The buffer is overwritten only by the next save, which first waits for this one.
+        """
+        if not self.pinned:
+            return self.store.writer(name, self.write_threads)
+        if self.kept_writer is None:
+            self.kept_writer = self.store.writer(name, self.write_threads, cache_staging=True)
+        return self.kept_writer
 
     def wait(self) -> None:
         """Collective: finish the save in flight, if any (its marker, then retention)."""
@@ -237,6 +259,7 @@ class Checkpointer:
             "waited_s": [round(value, 4) for value in self.waited_s],
             "write_s": [round(value, 4) for value in self.write_s],
             "write_threads": self.write_threads,
+            "staging": "pinned" if self.pinned else "pageable",
             "keep_last": self.keep[0],
             "keep_every": self.keep[1],
         }

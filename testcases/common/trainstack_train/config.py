@@ -117,6 +117,8 @@ COMPILE_TUNINGS = ("default", "coordinate", "max-autotune")
 # torch reference when compiling, else the plain one.
 LOSS_KERNELS = ("eager", "compiled", "triton")
 LOSS_KERNEL_CHOICES = ("auto", *LOSS_KERNELS)
+# An asynchronous checkpoint's staging copy: new pageable memory per save, or one pinned buffer for the run.
+STAGING_CHOICES = ("pageable", "pinned")
 # The GPU's dense BF16 peak in TFLOP/s (the MFU denominator) when --peak-tflops is not given. The launcher
 # sets it from the instance catalog of the collection that stages this payload (which keeps no GPU table).
 PEAK_ENV = "TRAINSTACK_GPU_PEAK_TFLOPS"
@@ -406,6 +408,9 @@ class TrainConfig(LlamaRunConfig):
     checkpoint_keep_every: int = 0
     # Threads per rank writing a checkpoint's files (torch.distributed.checkpoint's FileSystemWriter).
     checkpoint_write_threads: int = 1
+    # Where an asynchronous save copies the state before the write: fresh pageable host memory each save, or
+    # one pinned buffer kept for the run (faster copies from the GPU, at the cost of holding the host memory).
+    checkpoint_staging: str = "pageable"
 
     def rule_groups(self, world_size: int, environ: Mapping[str, str]) -> list[Callable[[], Iterable[Rule]]]:
         """The shared rules, then retention's, the loss's, the kernels', the precision's and FSDP's."""
@@ -425,6 +430,17 @@ class TrainConfig(LlamaRunConfig):
             self.at_least("checkpoint_keep_last", 0),
             self.at_least("checkpoint_keep_every", 0),
             self.at_least("checkpoint_write_threads", 1),
+            self.one_of("checkpoint_staging", STAGING_CHOICES),
+            (
+                self.checkpoint_staging == "pageable" or self.checkpoint_async == "true",
+                "--checkpoint-staging pinned needs --checkpoint-async true "
+                "(a synchronous save stages nothing)",
+            ),
+            (
+                self.checkpoint_staging == "pageable" or not is_s3(self.checkpoint_dir),
+                "--checkpoint-staging pinned needs a directory --checkpoint-dir, not s3:// (the S3 writer "
+                "stages each save anew)",
+            ),
             *(
                 (periodic or getattr(self, name) in (0, "false"), f"{option(name)} needs --checkpoint-every")
                 for name in ("checkpoint_async", "checkpoint_keep_last", "checkpoint_keep_every")

@@ -276,6 +276,7 @@ def train(cfg: TrainConfig) -> Summary:
         (cfg.checkpoint_keep_last, cfg.checkpoint_keep_every),
         checkpoint.shape_record(cfg.model),
         cfg.checkpoint_write_threads,
+        cfg.checkpoint_staging == "pinned",
     )
     last = last_step(cfg, run.start_step)
     for step in range(run.start_step, last):

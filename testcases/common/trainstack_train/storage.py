@@ -118,8 +118,9 @@ class CheckpointStore(Protocol):
         """Delete entry ``name``, its file ``first`` before the rest (the marker: never a half-deleted
         checkpoint that still looks complete)."""
 
-    def writer(self, name: str, threads: int = 1) -> Any:
-        """DCP's ``StorageWriter`` for a checkpoint saved under ``name``, with ``threads`` write streams."""
+    def writer(self, name: str, threads: int = 1, cache_staging: bool = False) -> Any:
+        """DCP's ``StorageWriter`` for a checkpoint saved under ``name``, with ``threads`` write streams;
+        ``cache_staging``: it keeps its (pinned) staging buffer from one asynchronous save to the next."""
 
     def reader(self, name: str) -> Any:
         """DCP's ``StorageReader`` for the checkpoint under ``name``."""
@@ -157,10 +158,10 @@ class LocalStore:
         (self.root / name / first).unlink(missing_ok=True)
         shutil.rmtree(self.root / name, ignore_errors=True)
 
-    def writer(self, name: str, threads: int = 1) -> Any:
+    def writer(self, name: str, threads: int = 1, cache_staging: bool = False) -> Any:
         from torch.distributed.checkpoint import FileSystemWriter
 
-        return FileSystemWriter(self.root / name, thread_count=threads)
+        return FileSystemWriter(self.root / name, thread_count=threads, cache_staged_state_dict=cache_staging)
 
     def reader(self, name: str) -> Any:
         from torch.distributed.checkpoint import FileSystemReader
@@ -244,7 +245,9 @@ class S3Store:
         for key in sorted(keys, key=lambda key: key != marker):
             self.client.delete_object(self.place.bucket, key)
 
-    def writer(self, name: str, threads: int = 1) -> Any:
+    def writer(self, name: str, threads: int = 1, cache_staging: bool = False) -> Any:
+        """s3torchconnector's writer; ``cache_staging`` is refused ahead by the options' rules."""
+        del cache_staging
         from s3torchconnector.dcp import S3FileSystem, S3StorageWriter
 
         writer = S3StorageWriter(

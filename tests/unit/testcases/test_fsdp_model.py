@@ -101,6 +101,11 @@ def test_bf16_fused_cross_entropy_stays_within_bf16_error():
         (["--checkpoint-keep-last", "2"], "--checkpoint-keep-last needs --checkpoint-every"),
         (["--checkpoint-async", "true"], "--checkpoint-async needs --checkpoint-every"),
         (["--checkpoint-async", "later"], "--checkpoint-async"),
+        (["--checkpoint-staging", "locked"], "--checkpoint-staging must be one of ('pageable', 'pinned')"),
+        (
+            ["--checkpoint-every", "2", "--checkpoint-dir", "/tmp/ckpt", "--checkpoint-staging", "pinned"],
+            "--checkpoint-staging pinned needs --checkpoint-async true",
+        ),
         (["--checkpoint-keep-every", "-1"], "--checkpoint-keep-every must be >= 0"),
         (["--compile", "maybe"], "--compile"),
         (["--compile-tuning", "max"], "--compile-tuning"),

@@ -438,3 +438,46 @@ def test_a_node_without_cuda_is_refused_with_the_calls_that_need_it(megatron_pyt
     assert proc.returncode != 0
     assert "megatron/gpt found no CUDA device: megatron-core 0.16.1 trains on CUDA only" in proc.stderr
     assert "RotaryEmbedding.get_emb" in proc.stderr and "TRAINSTACK_METRIC" not in proc.stdout
+
+
+def test_its_checkpoint_carries_the_readers_position_and_a_file_without_one_resumes_by_seeking(tmp_path):
+    """megatron/gpt's per-rank file holds the corpus reader's position: restored, the next batch is the one
+    an uninterrupted reader gives, and a position saved for another seed is refused; a file written before
+    the position was saved loads, and the reader seeks to the same rows."""
+    import torch
+    from megatron_gpt import checkpoint
+    from trainstack_train import prepare as prep
+    from trainstack_train.data import BatchSource
+
+    sample = ROOT / "tests" / "data" / "corpus" / "kjv-genesis-1-12.jsonl"
+    prep.train_tokenizer([sample], tmp_path / "tokenizer.json", vocab_size=400)
+    prep.prepare([sample], tmp_path / "corpus", tmp_path / "tokenizer.json", num_shards=2)
+
+    def reader(seed: int = 3) -> BatchSource:
+        return BatchSource(str(tmp_path / "corpus"), 512, 2, 16, 0, 1, seed)
+
+    cpu = torch.device("cpu")
+    straight = reader()
+    for step in range(3):
+        straight.batch(step, cpu)
+    root = tmp_path / "ckpt"
+    checkpoint.save(root, 3, {"model": torch.nn.Linear(2, 2), "data": checkpoint.ReaderPosition(straight)})
+    expected = straight.batch(3, cpu)
+
+    def resumed(seed: int = 3) -> BatchSource:
+        source = reader(seed)
+        position = checkpoint.ReaderPosition(source)
+        states = {"model": torch.nn.Linear(2, 2), "data": position}
+        step = checkpoint.load(root, checkpoint.latest_step(root), states)
+        source.resume(step, position.position)
+        return source
+
+    assert all(torch.equal(a, b) for a, b in zip(resumed().batch(3, cpu), expected, strict=True))
+    with pytest.raises(ValueError, match="seed"):
+        resumed(seed=4)
+
+    older = root / "step-3" / "rank-00000.pt"
+    body = torch.load(older, weights_only=False)
+    del body["data"]
+    torch.save(body, older)
+    assert all(torch.equal(a, b) for a, b in zip(resumed().batch(3, cpu), expected, strict=True))

@@ -56,13 +56,13 @@ class Trainer:
         self.cfg = cfg
         self.info = info
         self.built: Built = build(cfg, info.device)
-        self.start_step = self._resume()
         dp_rank = parallel_state.get_data_parallel_rank()
         self.dp_world = parallel_state.get_data_parallel_world_size()
         # Ranks of one data-parallel group read the same rows: TP and PP split a batch, DP the global one.
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, self.dp_world, cfg.seed
         )
+        self.start_step = self._resume()
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * self.dp_world
         self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
@@ -73,7 +73,8 @@ class Trainer:
         self.clock: float | None = None
 
     def states(self) -> dict[str, Any]:
-        """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule.
+        """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule,
+        and the data reader's position.
 
         megatron-core's own optimizer ``state_dict`` is the whole state without the distributed optimizer;
         with it, the shard is saved by ``checkpoint.OptimizerShards`` (see there why not by megatron-core).
@@ -84,7 +85,12 @@ class Trainer:
             key = "optimizer_shards"
         else:
             optimizer, key = built.optimizer, "optimizer"
-        return {"model": built.model.module, key: optimizer, "scheduler": built.scheduler}
+        return {
+            "model": built.model.module,
+            key: optimizer,
+            "scheduler": built.scheduler,
+            "data": checkpoint.ReaderPosition(self.data),
+        }
 
     def _resume(self) -> int:
         """The highest complete checkpoint under ``--checkpoint-dir``, or a fresh start (step 0)."""
@@ -94,7 +100,10 @@ class Trainer:
         step = checkpoint.latest_step(root)
         if step == 0:
             return 0
-        return checkpoint.load(root, step, self.states())
+        states = self.states()
+        step = checkpoint.load(root, step, states)
+        self.data.resume(step, states["data"].position)
+        return step
 
     def save(self, step: int) -> None:
         """Every rank's share; excluded from the next step's time."""

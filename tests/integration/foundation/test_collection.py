@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -39,19 +40,61 @@ def _shipped(tarball: Path) -> set[str]:
         return set(tar.getnames())
 
 
-def test_the_tarball_ships_no_local_output(tarball: Path) -> None:
-    """Nothing that git ignores in this checkout (the virtualenv, caches, results/, the lab's state, built
-    wheels) is in the tarball, whatever of it exists here."""
-    names = _shipped(tarball)
+def _probe_paths(pattern: str) -> list[str]:
+    """Paths that one .gitignore pattern ignores, as a used checkout holds them: a file for a name with a
+    suffix or a wildcard, else a file inside a directory of that name; an unanchored pattern also one level
+    down, where git applies it too."""
+    name = pattern.strip("/").replace("**/", "").replace("*", "probe")
+    probe = name if "*" in pattern or "." in Path(name).name.lstrip(".") else f"{name}/probe"
+    anchored = pattern.startswith("/") or "/" in pattern.rstrip("/")
+    return [probe] if anchored else [probe, f"plugins/{probe}"]
+
+
+def _local_outputs() -> list[str]:
+    """One or two paths for each pattern of .gitignore: the virtualenv, caches, results/, the lab's state,
+    built wheels and tarballs, whether or not this checkout holds them now."""
+    lines = (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.strip().startswith(("#", "!"))]
+    return [path for pattern in patterns for path in _probe_paths(pattern)]
+
+
+@pytest.fixture(scope="module")
+def used_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of this checkout's tracked files with a file at every path .gitignore names, as a checkout that
+    has run the lab, the tests and a build holds them (a fresh checkout holds none, so building it alone
+    proves nothing about build_ignore)."""
+    root = tmp_path_factory.mktemp("used") / "cluster"
+    outputs = _local_outputs()
+    for name in run(["git", "ls-files", "-z"]).stdout.split("\0"):
+        # A tracked path where a local output goes (the virtualenv's link) makes way for it.
+        if not name or not os.path.lexists(REPO / name) or any(o.startswith(f"{name}/") for o in outputs):
+            continue
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, root / name, follow_symlinks=False)
+    for path in outputs:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("a local output\n", encoding="utf-8")
+    # The probes must be what git ignores, or the test below would check nothing.
+    run(["git", "init", "-q", str(root)])
+    ignored = run(["git", "check-ignore", "--no-index", "--stdin"], cwd=root, input="\n".join(outputs))
+    assert sorted(ignored.stdout.split()) == sorted(outputs), ignored.stdout
+    shutil.rmtree(root / ".git")
+    return root
+
+
+def test_the_tarball_ships_no_local_output(used_checkout: Path, tmp_path: Path) -> None:
+    """Nothing that git ignores (the virtualenv, caches, results/, the lab's state, built wheels and
+    tarballs) is in the tarball of a checkout that holds all of it."""
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    galaxy = [str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp_path)]
+    run([*galaxy, str(used_checkout)])
+    names = _shipped(tmp_path / f"trainstack-cluster-{version}.tar.gz")
     assert {"MANIFEST.json", "FILES.json", "meta/runtime.yml", "playbooks/ping.yml"} <= names
-    assert not any(n.startswith((".venv", ".cache", ".git/")) for n in names), "build_ignore leaks"
+    leaked = sorted(path for path in _local_outputs() if path in names)
+    assert leaked == [], f"shipped although git ignores them (add them to galaxy.yml build_ignore): {leaked}"
     candidates = sorted(n for n in names if n not in {"MANIFEST.json", "FILES.json"})
-    ignored = run(
-        ["git", "check-ignore", "--no-index", "--stdin"], check=False, input="\n".join(candidates)
-    ).stdout.split()
-    assert ignored == [], (
-        f"shipped although git ignores them (add them to galaxy.yml build_ignore): {ignored}"
-    )
+    ignored = run(["git", "check-ignore", "--no-index", "--stdin"], check=False, input="\n".join(candidates))
+    assert ignored.stdout.split() == [], f"shipped although git ignores them: {ignored.stdout.split()}"
 
 
 def test_an_execution_environment_gets_the_collections_requirements(tarball: Path, tmp_path: Path) -> None:
@@ -160,8 +203,9 @@ def test_requires_ansible_is_the_tested_core() -> None:
 
 
 def test_galaxy_urls_are_real_or_absent() -> None:
-    """No placeholder links in the published metadata."""
+    """No placeholder links in the published metadata, and the repository named (Galaxy links the source)."""
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    assert galaxy.get("repository"), "galaxy.yml names no repository"
     for key in ("repository", "documentation", "homepage", "issues"):
         value = galaxy.get(key)
         assert value is None or (value.startswith("https://") and ".invalid" not in value), (key, value)

@@ -6,7 +6,8 @@ of its chain, its GPU components, tags, the ``layers`` list of its stack record)
 refusal. A rewrite of the planning must leave it as it is. After an intended change, record it again and
 review the diff:
 
-    .venv/bin/python -m tests.unit.image.container_plan_capture > tests/data/golden/container_plans.json
+    .venv/bin/python -m tests.integration.image.container_plan_capture \
+        > tests/data/golden/container_plans.json
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 
 import pytest
 
-from tests.unit.image.container_plan_capture import GOLDEN, all_flavours, record
+from tests.integration.image.container_plan_capture import GOLDEN, all_flavours, record
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
-"""What playbooks/build_container.yml plans for each container flavour, as a real ansible-playbook run plans it.
+"""What playbooks/build_container.yml plans for each container flavour, as a real ansible-playbook run
+plans it.
 
 The playbook's first plays check the inputs and plan every layer into the fact ``container_plan`` (base
 image, roles and variables of each layer, the roles of its chain, its GPU components, its tags, the ``layers``
@@ -11,11 +12,14 @@ plans the same layers gives the same record.
 Each layer's key is a digest over the repository's files (plugins/, the roles), the stack and the layer
 playbook, so any edit elsewhere moves it: the record replaces each key by ``<key of FLAVOUR>`` and keeps the
 image names and tags that hold it in the same form. ``--raw-keys`` keeps the digests, computed with the file
-list emptied (an extra variable shadows the playbook's find), to compare two checkouts' keys directly.
+list replaced by a fixed one (an extra variable shadows the playbook's find: a file under a layer's roles, one
+under plugins/, one elsewhere), a wheelhouse of one wheel and GPU architectures set, to compare two
+checkouts' keys directly.
 
 Record again after an intended change of the plan, and review the diff:
 
-    .venv/bin/python -m tests.unit.image.container_plan_capture > tests/data/golden/container_plans.json
+    .venv/bin/python -m tests.integration.image.container_plan_capture \
+        > tests/data/golden/container_plans.json
 """
 
 from __future__ import annotations
@@ -37,11 +41,25 @@ GOLDEN = REPO / "tests" / "data" / "golden" / "container_plans.json"
 FAKE_BUILDAH = """#!/bin/sh
 case "$*" in
   "inspect --type image --format "*) echo sha256:0000; exit 0;;
-  "inspect --type image "*) echo '{"ImageAnnotations": {"org.trainstack.image.json": "{\\"roles\\": []}"}}'; exit 0;;
+  "inspect --type image "*)
+    echo '{"ImageAnnotations": {"org.trainstack.image.json": "{\\"roles\\": []}"}}'; exit 0;;
 esac
 echo "stand-in buildah: unexpected $*" >&2
 exit 2
 """
+
+# With --raw-keys: files that some layers' keys cover and others do not (a role of base, of pytorch, of the
+# CUDA line, a support role's, the plugins', and two that no key covers).
+KEY_PROBE_FILES = (
+    "roles/base/tasks/main.yml",
+    "roles/pytorch/tasks/main.yml",
+    "roles/nccl_tests/tasks/main.yml",
+    "roles/image_manifest/tasks/main.yml",
+    "plugins/filter/container.py",
+    "packer/lxc/lxc-trainstack-debian",
+    "docs/containers.md",
+    "roles/slurm/tasks/main.yml",
+)
 
 CALLBACK = '''
 import json, os
@@ -119,7 +137,15 @@ def run_playbook(extra_vars: dict[str, Any], *, raw_keys: bool = False) -> dict[
         env["PATH"] = f"{work / 'bin'}:{env['PATH']}"
         variables = {"container_build_dir": str(work / "build"), **extra_vars}
         if raw_keys:
-            variables["__container_files"] = {"files": []}
+            (work / "wheels").mkdir()
+            (work / "wheels" / "torch-0-py3-none-any.whl").write_text("wheel")
+            variables["__container_files"] = {
+                "files": [
+                    {"path": str(REPO / path), "checksum": f"sum-{index}"}
+                    for index, path in enumerate(KEY_PROBE_FILES)
+                ]
+            }
+            variables.update(pytorch_wheelhouse=str(work / "wheels"), container_cuda_archs=["sm_90"])
         proc = subprocess.run(
             [
                 ansible_playbook(),
@@ -140,7 +166,8 @@ def run_playbook(extra_vars: dict[str, Any], *, raw_keys: bool = False) -> dict[
         )
         out = work / "out.json"
         if not out.exists():
-            raise AssertionError(f"ansible-playbook wrote no record ({proc.returncode}):\n{proc.stdout[-4000:]}")
+            tail = proc.stdout[-4000:]
+            raise AssertionError(f"ansible-playbook wrote no record ({proc.returncode}):\n{tail}")
         return {**json.loads(out.read_text()), "rc": proc.returncode}
 
 
@@ -200,6 +227,14 @@ def refusals() -> dict[str, dict[str, Any]]:
             "container_image_flavours": {**flavours, "extra": {"parent": "base", "roles": [], "packages": []}}
         },
         "flavour without roles": {"container_image_flavours": {**flavours, "extra": {"parent": "base"}}},
+        "flavour named twice": {"container_flavours": ["base", "pytorch", "base"]},
+        "test case without a lock for the target": {
+            "container_image_flavours": {
+                **flavours,
+                "cuda-deepspeed-zero3": {**flavours["cuda-pytorch-ddp"], "testcases": ["deepspeed/zero3"]},
+            },
+            "container_flavours": ["cuda-deepspeed-zero3"],
+        },
     }
 
 

@@ -19,12 +19,16 @@ PLAYBOOK = REPO / "playbooks" / "build_container.yml"
 
 
 def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
-    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them."""
+    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them
+    (the flavour table's and the request's problems, then the other rules)."""
     monkeypatch.setenv("BUILDAH_ISOLATION", isolation)
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     variables = {**trust_role_data(play["vars"]), "playbook_dir": str(PLAYBOOK.parent), **overrides}
     templar = Templar(loader=DataLoader(), variables=variables)
-    expression = "{{ __container_input_rules | rejectattr('ok') | map(attribute='msg') | list }}"
+    expression = (
+        "{{ __container_flavour_problems"
+        " + __container_input_rules | rejectattr('ok') | map(attribute='msg') | list }}"
+    )
     return [str(m) for m in templar.template(trust_as_template(expression))]
 
 

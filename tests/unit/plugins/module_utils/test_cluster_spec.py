@@ -16,6 +16,7 @@ import yaml
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import cluster_spec
 
 from tests.support import REPO, case_params
+from tests.unit.plugins.module_utils.cluster_specs import minimal_spec
 
 pytestmark = pytest.mark.cluster
 
@@ -23,16 +24,7 @@ SCHEMA_FILE = REPO / "stacks" / "schema" / "cluster.schema.json"
 EXAMPLE_SPECS = sorted((REPO / "inventories" / "aws" / "clusters").glob("*.yml"))
 SOURCE = "clusters/test.yml"
 
-GOOD = {
-    "name": "train-test",
-    "region": "us-east-1",
-    "availability_zone": "us-east-1a",
-    "network": {"vpc": "new"},
-    "head_node": {"instance_type": "m7i.2xlarge"},
-    "queues": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_count": 2}],
-    "shared_storage": {"fsx_lustre": {"storage_capacity_gib": 1200}},
-    "image": {"ami_id": "ami-0123456789abcdef0", "os": "ubuntu-24.04", "stack": "ts-2026.10"},
-}
+GOOD = minimal_spec(shared_storage={"fsx_lustre": {"storage_capacity_gib": 1200}})
 
 
 def spec_with(*changes: tuple[tuple, object]) -> dict:

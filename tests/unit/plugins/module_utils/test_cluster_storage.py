@@ -6,31 +6,18 @@ rules see what every renderer sees; the refusals go through cluster_spec.normali
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils.aws import cluster_tags
 from ansible_collections.trainstack.cluster.plugins.module_utils.cluster import cluster_spec, storage
 
 from tests.support import REPO
+from tests.unit.plugins.module_utils.cluster_specs import minimal_spec
 
 pytestmark = pytest.mark.cluster
 
-BASE = {
-    "name": "train-test",
-    "region": "us-east-1",
-    "availability_zone": "us-east-1a",
-    "network": {"vpc": "new"},
-    "head_node": {"instance_type": "m7i.2xlarge"},
-    "queues": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_count": 2}],
-    "image": {"ami_id": "ami-0123456789abcdef0", "os": "ubuntu-24.04", "stack": "ts-2026.10"},
-}
-
 
 def spec(shared_storage: dict | None) -> dict:
-    out = copy.deepcopy(BASE)
-    if shared_storage is not None:
-        out["shared_storage"] = shared_storage
+    out = minimal_spec() if shared_storage is None else minimal_spec(shared_storage=shared_storage)
     return cluster_spec.normalise(out, "clusters/test.yml")
 
 

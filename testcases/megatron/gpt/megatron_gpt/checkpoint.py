@@ -30,6 +30,10 @@ import torch
 import torch.distributed as dist
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
+# The data reader's position (trainstack_train.data.ReaderPosition); a checkpoint saved before it was kept
+# holds none, and the reader then starts after the samples the saved steps read.
+POSITION = "data_position"
+OPTIONAL = frozenset({POSITION})
 
 
 class Stateful(Protocol):
@@ -86,14 +90,15 @@ def load(root: Path, step: int, states: dict[str, Stateful]) -> int:
             "world size that wrote it)"
         )
     body = torch.load(path, map_location="cpu", weights_only=False)
-    missing = sorted(set(states) - set(body))
+    missing = sorted(set(states) - set(body) - OPTIONAL)
     if missing:
         raise KeyError(
             f"--checkpoint-dir {root}: {path.name} in {directory.name} holds no {missing} (written with "
             "another --distributed-optimizer setting?)"
         )
     for name, obj in states.items():
-        obj.load_state_dict(body[name])
+        if name in body:
+            obj.load_state_dict(body[name])
     return int(body["step"])
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from megatron.core import parallel_state
 from megatron.core.pipeline_parallel import get_forward_backward_func
-from trainstack_train.data import BatchSource
+from trainstack_train.data import BatchSource, ReaderPosition
 from trainstack_train.metrics import (
     StepTimer,
     Summary,
@@ -56,6 +56,7 @@ class Trainer:
         self.cfg = cfg
         self.info = info
         self.built: Built = build(cfg, info.device)
+        self.position = ReaderPosition()
         self.start_step = self._resume()
         dp_rank = parallel_state.get_data_parallel_rank()
         self.dp_world = parallel_state.get_data_parallel_world_size()
@@ -63,6 +64,7 @@ class Trainer:
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, self.dp_world, cfg.seed
         )
+        self.position.attach(self.data, self.start_step)
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * self.dp_world
         self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
@@ -73,7 +75,8 @@ class Trainer:
         self.clock: float | None = None
 
     def states(self) -> dict[str, Any]:
-        """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule.
+        """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule,
+        and the data reader's position (``checkpoint.POSITION``).
 
         megatron-core's own optimizer ``state_dict`` is the whole state without the distributed optimizer;
         with it, the shard is saved by ``checkpoint.OptimizerShards`` (see there why not by megatron-core).
@@ -84,7 +87,8 @@ class Trainer:
             key = "optimizer_shards"
         else:
             optimizer, key = built.optimizer, "optimizer"
-        return {"model": built.model.module, key: optimizer, "scheduler": built.scheduler}
+        states = {"model": built.model.module, key: optimizer, "scheduler": built.scheduler}
+        return states | {checkpoint.POSITION: self.position}
 
     def _resume(self) -> int:
         """The highest complete checkpoint under ``--checkpoint-dir``, or a fresh start (step 0)."""

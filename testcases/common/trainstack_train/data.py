@@ -16,11 +16,13 @@ step number to continue on exactly the data an uninterrupted run would have seen
 A directory holding a ``manifest.json`` is a prepared corpus (``trainstack-corpus``: shards in Megatron's
 indexed format, see :mod:`trainstack_train.corpus`). It is read in order, one step after the other, in a
 seeded shuffled order of samples; its position is what :meth:`BatchSource.state` hands to the checkpoint and
-:meth:`BatchSource.resume` takes back.
+:meth:`BatchSource.resume` takes back. :class:`ReaderPosition` carries it through the checkpoints of the cases
+that save with their framework's own checkpointer (torchtitan's, DeepSpeed's, megatron/gpt's).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from .corpus import MANIFEST, Corpus, Sampler
 from .tokens import FORMAT, ByteTokenizer, TokenFile, prepare
 
 # The token format lives in the torch-free trainstack_train.tokens; its names stay importable from here.
-__all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "TokenFile", "prepare"]
+__all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "ReaderPosition", "TokenFile", "prepare"]
 
 
 class BatchSource:
@@ -148,3 +150,34 @@ class BatchSource:
             rows = rows.pin_memory()
         rows = rows.to(device, non_blocking=True)
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+
+class ReaderPosition:
+    """The reader's position as a stateful object (``state_dict``/``load_state_dict``), for a framework's own
+    checkpointer: torchtitan's (DCP), DeepSpeed's client state, megatron/gpt's file per rank.
+
+    Why a separate object: those checkpointers load before the :class:`BatchSource` exists (it needs the
+    data-parallel coordinates of the built model), so the loaded position is held until :meth:`attach`
+    hands it to the source at the resumed step; a save asks the attached source then. The position travels
+    as one JSON string: every checkpointer stores a string as it is (DCP as a replicated byte item), the same
+    on every rank, and ``null`` for data that needs none (synthetic, ``trainstack-tokens-v1``).
+    """
+
+    def __init__(self) -> None:
+        self.source: BatchSource | None = None
+        self.loaded: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"position": JSON}``: the attached source's position now (``null`` before one is attached)."""
+        return {"position": json.dumps(None if self.source is None else self.source.state(), sort_keys=True)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Keep a checkpoint's position for :meth:`attach`."""
+        loaded = json.loads(state_dict["position"])
+        self.loaded = loaded if isinstance(loaded, dict) else None
+
+    def attach(self, source: BatchSource, step: int) -> None:
+        """Continue ``source`` at ``step`` from the loaded position (or, with none, after the samples those
+        steps read: :meth:`BatchSource.resume`), and save its position from now on."""
+        source.resume(step, self.loaded)
+        self.source = source

@@ -4,16 +4,19 @@ Why shards and a manifest: a corpus too large for one process is tokenized by se
 tasks of an array), each writing its own shards; training then checks one ``manifest.json`` rather than
 trusting whatever files lie in the directory. Document ``i`` of the corpus (files in sorted order, then
 their lines, rows or whole text) goes to shard ``i mod num_shards``, a rule that does not depend on how many
-processes share the work, so any split of the shards among workers writes the same bytes.
+processes share the work, so any split of the shards among workers writes the same bytes. The objects under
+an ``s3://bucket/prefix`` are read in the order the same files on disk would be, so both give one set of
+shards.
 
 Each shard is written under a ``.partial`` name and renamed when complete, then its entry
 (``shard-NNNNN.json``: documents, tokens, sha256 of ``.bin`` and ``.idx``) is written; a rerun skips a
 shard whose files match its entry and redoes any other, so a killed preparation resumes where it stopped.
 The process that finds every entry present writes ``manifest.json``.
 
-Needs the ``tokenizers`` package (Hugging Face) and, for Parquet input, ``pyarrow``; both are imported only
-here, so the training side (:mod:`trainstack_train.corpus`) stays numpy-only. Run as
-``python -m trainstack_train.prepare`` (see ``--help``); docs/data.md is the reference.
+Needs the ``tokenizers`` package (Hugging Face), for Parquet input ``pyarrow``, and for S3 input the
+``s3torchconnector`` client that S3 checkpoints use (:mod:`.storage`); all are imported only here, so the
+training side (:mod:`trainstack_train.corpus`) stays numpy-only. Run as ``python -m trainstack_train.prepare``
+(see ``--help``); docs/data.md is the reference.
 """
 
 from __future__ import annotations
@@ -22,24 +25,30 @@ import argparse
 import gzip
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .corpus import FORMAT, FORMAT_VERSION, MANIFEST
 from .indexed import IndexedDataset, IndexedWriter, paths, token_dtype
+from .storage import connect_s3, is_s3, parse_s3_uri, s3_objects, s3_problem
 
 TOKENIZER_FILE = "tokenizer.json"
 # Tried in this order when --eos-token is not given: GPT-2/Llama-3 style, then SentencePiece style.
 EOS_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".txt", ".txt.gz", ".parquet")
 BATCH_DOCUMENTS = 1024
+# Bytes read from an S3 object at a time (the connector streams the object's parts behind it).
+READ_BUFFER = 1 << 20
 
 
 class PrepareError(ValueError):
@@ -82,6 +91,7 @@ class Outcome:
     seconds: float = 0.0
     manifest: dict[str, Any] | None = None
     plan: Plan | None = None
+    source: dict[str, Any] | None = None
 
 
 def sha256_file(path: Path) -> str:
@@ -90,75 +100,166 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
-def _kind(path: Path) -> str | None:
-    name = path.name.lower()
-    return next((suffix for suffix in SUFFIXES if name.endswith(suffix)), None)
+def _kind(name: str) -> str | None:
+    lower = name.lower()
+    return next((suffix for suffix in SUFFIXES if lower.endswith(suffix)), None)
 
 
 @dataclass(frozen=True)
 class Source:
-    """One input file and its name in the corpus (relative to the directory given, or its file name)."""
+    """One input, a file or an S3 object: where it is (``where``: a path or an ``s3://`` URI, for messages),
+    its name in the corpus (``label``: relative to the directory or prefix given, or its file name), its
+    size, its ETag (S3 only), and how to open it as bytes (``ranged``: random access, for Parquet)."""
 
-    path: Path
+    where: str
     label: str
+    size: int
+    opener: Callable[[bool], IO[bytes]] = field(compare=False, repr=False)
+    etag: str = ""
+
+    def open(self, ranged: bool = False) -> IO[bytes]:
+        """A binary stream of the input; the caller closes it."""
+        return self.opener(ranged)
 
 
-def corpus_files(inputs: Sequence[Path]) -> list[Source]:
-    """Files of ``inputs`` (files, or directories searched recursively, hidden names skipped), in order.
+def _hidden(label: str) -> bool:
+    return any(part.startswith(".") for part in PurePosixPath(label).parts)
 
-    Order is the order given, then sorted paths within a directory: document numbering, and so sharding,
-    must not depend on the filesystem's listing order.
+
+def _order(source: Source) -> tuple[str, ...]:
+    """Sorted by path segments, not by the whole string (``a/b`` before ``a-c``): the order of the same
+    files on disk, so a prefix and its copy on the shared filesystem number their documents alike."""
+    return PurePosixPath(source.label).parts
+
+
+def _open_file(path: Path, _ranged: bool) -> IO[bytes]:
+    return path.open("rb")
+
+
+def _local_sources(given: Path) -> list[Source]:
+    def source(path: Path, label: str) -> Source:
+        return Source(str(path), label, path.stat().st_size, partial(_open_file, path))
+
+    if given.is_dir():
+        inside = [p.relative_to(given).as_posix() for p in given.rglob("*") if p.is_file()]
+        found = [source(given / label, label) for label in inside if not _hidden(label)]
+        return sorted(found, key=_order)
+    if given.is_file():
+        return [source(given, given.name)]
+    raise PrepareError(f"input {given}: no such file or directory")
+
+
+def _open_object(client: Any, bucket: str, info: Any, ranged: bool) -> IO[bytes]:
+    from s3torchconnector import S3ReaderConstructor
+
+    # Parquet reads its footer first and then the columns it needs: ranged reads fetch only those. Other
+    # formats are read from start to end, which the default (sequential) reader streams.
+    if ranged:
+        return client.get_object(
+            bucket, info.key, object_info=info, reader_constructor=S3ReaderConstructor.range_based()
+        )
+    reader = client.get_object(
+        bucket, info.key, object_info=info, reader_constructor=S3ReaderConstructor.sequential()
+    )
+    # The connector's reader has no read1, which a text wrapper reads with: a buffer in front provides it.
+    return io.BufferedReader(reader, buffer_size=READ_BUFFER)
+
+
+def _s3_sources(uri: str, environ: Mapping[str, str]) -> list[Source]:
+    """The objects under ``s3://bucket/prefix`` (the prefix as a directory: ``prefix/...``), or the one
+    object named by the URI; refused by name when the URI, the package, the region, the bucket or the
+    objects are missing. One listing: the objects' keys, sizes and ETags."""
+    problem = s3_problem(uri, environ)
+    if problem is not None:
+        raise PrepareError(f"input {problem}")
+    from s3torchconnector import S3Exception
+
+    place = parse_s3_uri(uri)
+    client = connect_s3(environ).client
+    under = f"{place.prefix}/" if place.prefix else ""
+    try:
+        infos = s3_objects(client, place.bucket, under)
+        if not infos and place.prefix:
+            infos = [i for i in s3_objects(client, place.bucket, place.prefix) if i.key == place.prefix]
+            under = place.prefix.rpartition("/")[0] + "/" if "/" in place.prefix else ""
+    except S3Exception as err:
+        raise PrepareError(f"input {place.uri}: cannot list the bucket: {err}") from None
+    found = [
+        Source(
+            f"s3://{place.bucket}/{info.key}",
+            info.key[len(under) :],
+            int(info.size),
+            partial(_open_object, client, place.bucket, info),
+            info.etag,
+        )
+        for info in infos
+        if not info.key.endswith("/") and not _hidden(info.key[len(under) :])
+    ]
+    if not found:
+        raise PrepareError(f"input {place.uri}: no objects under this prefix")
+    return sorted(found, key=_order)
+
+
+def corpus_files(inputs: Sequence[Path | str], environ: Mapping[str, str] | None = None) -> list[Source]:
+    """Files of ``inputs`` (files, directories searched recursively, ``s3://`` prefixes), hidden names
+    skipped, in order.
+
+    Order is the order given, then sorted paths within a directory or prefix: document numbering, and so
+    sharding, must not depend on the filesystem's listing order. ``environ`` holds the AWS variables of an
+    ``s3://`` input (region, endpoint); the process's own by default.
     """
     found: list[Source] = []
     for given in inputs:
-        if given.is_dir():
-            inside = sorted(p.relative_to(given) for p in given.rglob("*") if p.is_file())
-            found += [
-                Source(given / p, p.as_posix()) for p in inside if not any(s.startswith(".") for s in p.parts)
-            ]
-        elif given.is_file():
-            found.append(Source(given, given.name))
+        if is_s3(str(given)):
+            found += _s3_sources(str(given), os.environ if environ is None else environ)
         else:
-            raise PrepareError(f"input {given}: no such file or directory")
-    unknown = [str(s.path) for s in found if _kind(s.path) is None]
+            found += _local_sources(Path(given))
+    unknown = [s.where for s in found if _kind(s.label) is None]
     if unknown:
         raise PrepareError(f"input {unknown[0]}: unknown file type (known: {', '.join(SUFFIXES)})")
-    parquet = [s.path for s in found if _kind(s.path) == ".parquet"]
+    parquet = [s.where for s in found if _kind(s.label) == ".parquet"]
     if parquet and importlib.util.find_spec("pyarrow") is None:
         first = parquet[0]
         raise PrepareError(f"input {first}: reading Parquet needs the pyarrow package, not installed here")
     return found
 
 
-def _open_text(path: Path) -> IO[str]:
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+@contextmanager
+def _open_text(source: Source) -> Iterator[IO[str]]:
+    with source.open() as raw:
+        binary: IO[bytes] = (
+            gzip.GzipFile(fileobj=raw, mode="rb") if source.label.lower().endswith(".gz") else raw
+        )
+        with io.TextIOWrapper(binary, encoding="utf-8") as text:
+            yield text
 
 
-def _jsonl(path: Path, text_field: str) -> Iterator[str]:
-    with _open_text(path) as stream:
+def _jsonl(source: Source, text_field: str) -> Iterator[str]:
+    with _open_text(source) as stream:
         for number, line in enumerate(stream, 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise PrepareError(f"input {path}:{number}: not JSON ({err.msg})") from err
+                raise PrepareError(f"input {source.where}:{number}: not JSON ({err.msg})") from err
             text = record.get(text_field) if isinstance(record, dict) else None
             if not isinstance(text, str):
-                raise PrepareError(f"input {path}:{number}: no string field {text_field!r} (--text-field)")
+                raise PrepareError(
+                    f"input {source.where}:{number}: no string field {text_field!r} (--text-field)"
+                )
             yield text
 
 
-def _parquet(path: Path, text_field: str) -> Iterator[str]:
+def _parquet(source: Source, text_field: str) -> Iterator[str]:
     import pyarrow.parquet as pq  # optional: checked in corpus_files
 
-    table = pq.ParquetFile(path)
-    if text_field not in table.schema_arrow.names:
-        raise PrepareError(f"input {path}: no column {text_field!r} (--text-field)")
-    for batch in table.iter_batches(batch_size=BATCH_DOCUMENTS, columns=[text_field]):
-        yield from (text for text in batch.column(0).to_pylist() if isinstance(text, str))
+    with source.open(ranged=True) as raw:
+        table = pq.ParquetFile(raw)
+        if text_field not in table.schema_arrow.names:
+            raise PrepareError(f"input {source.where}: no column {text_field!r} (--text-field)")
+        for batch in table.iter_batches(batch_size=BATCH_DOCUMENTS, columns=[text_field]):
+            yield from (text for text in batch.column(0).to_pylist() if isinstance(text, str))
 
 
 def documents(files: Sequence[Source], text_field: str) -> Iterator[str]:
@@ -167,14 +268,13 @@ def documents(files: Sequence[Source], text_field: str) -> Iterator[str]:
     Empty documents are skipped everywhere, so they take no number and no shard slot.
     """
     for source in files:
-        path = source.path
-        kind = _kind(path)
+        kind = _kind(source.label)
         if kind in (".jsonl", ".jsonl.gz"):
-            texts = _jsonl(path, text_field)
+            texts = _jsonl(source, text_field)
         elif kind == ".parquet":
-            texts = _parquet(path, text_field)
+            texts = _parquet(source, text_field)
         else:
-            with _open_text(path) as stream:
+            with _open_text(source) as stream:
                 texts = iter([stream.read()])
         yield from (text for text in texts if text)
 
@@ -182,12 +282,20 @@ def documents(files: Sequence[Source], text_field: str) -> Iterator[str]:
 def corpus_sha256(files: Sequence[Source]) -> str:
     """Names and sizes of the inputs: cheap, and enough to notice that a rerun was given another corpus.
 
-    Names relative to the inputs given, so workers started from other directories agree.
+    Names relative to the inputs given, so workers started from other directories agree, and a prefix
+    and its copy on disk have the same plan (their shards are the same bytes).
     """
     digest = hashlib.sha256()
     for source in files:
-        digest.update(f"{source.label}\0{source.path.stat().st_size}\n".encode())
+        digest.update(f"{source.label}\0{source.size}\n".encode())
     return digest.hexdigest()
+
+
+def source_record(inputs: Sequence[Path | str], files: Sequence[Source]) -> dict[str, Any]:
+    """What the manifest records of where the corpus came from: the inputs as given, and each file's name,
+    size and (for S3) ETag, so a later reader can tell whether the objects still are the ones prepared."""
+    listed = [{"name": s.label, "size": s.size} | ({"etag": s.etag} if s.etag else {}) for s in files]
+    return {"inputs": [str(given) for given in inputs], "files": listed}
 
 
 def _tokenizers() -> Any:
@@ -214,7 +322,13 @@ def load_tokenizer(path: Path, eos_token: str | None) -> tuple[Any, int]:
     raise PrepareError(f"--tokenizer {path}: none of {', '.join(candidates)} is a token (--eos-token)")
 
 
-def train_tokenizer(inputs: Sequence[Path], output: Path, vocab_size: int, text_field: str = "text") -> str:
+def train_tokenizer(
+    inputs: Sequence[Path | str],
+    output: Path,
+    vocab_size: int,
+    text_field: str = "text",
+    environ: Mapping[str, str] | None = None,
+) -> str:
     """Train a byte-level BPE tokenizer on ``inputs`` and save it as ``output``; returns its sha256.
 
     So a corpus can be prepared with nothing downloaded. Byte-level, like GPT-2's and Llama 3's: every
@@ -222,7 +336,7 @@ def train_tokenizer(inputs: Sequence[Path], output: Path, vocab_size: int, text_
     """
     if vocab_size < 257 + 1:
         raise PrepareError(f"--vocab-size {vocab_size}: at least 258 (256 bytes, the EOS, one merge)")
-    files = corpus_files(inputs)
+    files = corpus_files(inputs, environ)
     if next(documents(files, text_field), None) is None:
         raise PrepareError(f"input {', '.join(map(str, inputs))}: no documents (every text is empty)")
     tk = _tokenizers()
@@ -357,8 +471,13 @@ def _publish(output: Path, shard: int, writer: IndexedWriter, plan: Plan, outcom
     outcome.tokens += done.num_tokens
 
 
-def write_manifest(output: Path, plan: Plan) -> dict[str, Any] | None:
-    """``manifest.json`` once every shard has an entry of this plan; ``None`` while some are missing."""
+def write_manifest(
+    output: Path, plan: Plan, source: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """``manifest.json`` once every shard has an entry of this plan; ``None`` while some are missing.
+
+    ``source`` (:func:`source_record`) is recorded as it is; the plan alone decides what the shards hold.
+    """
     entries = [_read_json(_entry_path(output, s)) for s in range(plan.num_shards)]
     if any(e is None or e.get("plan") != plan.as_dict() for e in entries):
         return None
@@ -380,6 +499,8 @@ def write_manifest(output: Path, plan: Plan) -> dict[str, Any] | None:
         "tokens": sum(s["tokens"] for s in shards),
         "shards": shards,
     }
+    if source is not None:
+        manifest["source"] = dict(source)
     _write_json(output / MANIFEST, manifest)
     return manifest
 
@@ -407,23 +528,25 @@ class Checked:
     plan: Plan
     first: str
     texts: Iterator[str]
+    source: dict[str, Any]
 
 
 def check(
-    inputs: Sequence[Path],
+    inputs: Sequence[Path | str],
     output: Path,
     tokenizer_path: Path,
     *,
     num_shards: int = 1,
     text_field: str = "text",
     eos_token: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Checked:
     """Every refusal a preparation can make before it writes: tokenizer, inputs, documents, output.
 
     Separate from :func:`prepare` so a launcher can run it on the submit host before a job is queued.
     """
     tokenizer, eos_id = load_tokenizer(tokenizer_path, eos_token)
-    files = corpus_files(inputs)
+    files = corpus_files(inputs, environ)
     texts = documents(files, text_field)
     first = next(texts, None)
     if first is None:
@@ -444,11 +567,11 @@ def check(
         raise PrepareError(f"--output {output}: exists and is not a directory")
     if output.is_dir():
         check_output(output, plan)
-    return Checked(tokenizer, plan, first, texts)
+    return Checked(tokenizer, plan, first, texts, source_record(inputs, files))
 
 
 def prepare(
-    inputs: Sequence[Path],
+    inputs: Sequence[Path | str],
     output: Path,
     tokenizer_path: Path,
     *,
@@ -458,6 +581,7 @@ def prepare(
     text_field: str = "text",
     eos_token: str | None = None,
     manifest: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Tokenize ``inputs`` into this worker's shards of ``output``; every check runs before any write.
 
@@ -466,7 +590,13 @@ def prepare(
     """
     started = time.perf_counter()
     checked = check(
-        inputs, output, tokenizer_path, num_shards=num_shards, text_field=text_field, eos_token=eos_token
+        inputs,
+        output,
+        tokenizer_path,
+        num_shards=num_shards,
+        text_field=text_field,
+        eos_token=eos_token,
+        environ=environ,
     )
     tokenizer, plan, first, texts = checked.tokenizer, checked.plan, checked.first, checked.texts
     mine = _my_shards(num_shards, shard_index, worker)
@@ -476,13 +606,13 @@ def prepare(
         partial = copy.with_name(f"{copy.name}.{os.getpid()}.partial")
         shutil.copyfile(tokenizer_path, partial)
         os.replace(partial, copy)
-    outcome = Outcome(plan=plan)
+    outcome = Outcome(plan=plan, source=checked.source)
     todo = []
     for shard in mine:
         (outcome.skipped if shard_complete(output, shard, plan) else todo).append(shard)
     if todo:
         _write_shards(output, plan, todo, _chain(first, texts), tokenizer, outcome)
-    outcome.manifest = write_manifest(output, plan) if manifest else None
+    outcome.manifest = write_manifest(output, plan, checked.source) if manifest else None
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -519,7 +649,9 @@ def _parser() -> argparse.ArgumentParser:
     for each in (tok, shards):
         each.add_argument("--text-field", default="text", help="JSONL key or Parquet column holding the text")
         each.add_argument(
-            "inputs", nargs="+", type=Path, help="files or directories (.jsonl[.gz], .txt[.gz], .parquet)"
+            "inputs",
+            nargs="+",
+            help="files, directories or s3://bucket/prefix (.jsonl[.gz], .txt[.gz], .parquet)",
         )
     return parser
 
@@ -530,7 +662,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = parser.parse_args(argv)
     try:
         if args.command == "tokenizer":
-            digest = train_tokenizer(args.inputs, args.output, args.vocab_size, args.text_field)
+            digest = train_tokenizer(args.inputs, args.output, args.vocab_size, args.text_field, environ)
             print(json.dumps({"tokenizer": str(args.output), "sha256": digest}))
             return 0
         outcome = prepare(
@@ -542,6 +674,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             worker=workers_from_env(os.environ if environ is None else environ),
             text_field=args.text_field,
             eos_token=args.eos_token,
+            environ=environ,
         )
     except PrepareError as err:
         parser.error(str(err))

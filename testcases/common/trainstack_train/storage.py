@@ -1,5 +1,8 @@
 """Where checkpoints live: a directory all nodes share, or an S3 prefix (``s3://bucket/prefix``).
 
+The URI rules and the client set-up (:func:`parse_s3_uri`, :func:`s3_problem`, :func:`connect_s3`) serve
+preparation's S3 input too (:mod:`.prepare`), so a URI means the same to both.
+
 Why one small abstraction: the checkpoint layout (``step-NNNNNNNN/`` with DCP's shards and a completeness
 marker written last), resume and retention are the same rules on both; only listing, reading and writing
 the marker, deleting a checkpoint and the DCP storage plugin differ. :mod:`.checkpoint` states the rules once
@@ -179,26 +182,48 @@ def s3_region(environ: Mapping[str, str]) -> str:
     return next(environ[name] for name in REGION_VARIABLES if environ.get(name))
 
 
-class S3Store:
-    """A key prefix in a bucket, through s3torchconnector's client and its DCP plugins.
+@dataclass(frozen=True)
+class S3Connection:
+    """s3torchconnector's client, with the region and client configuration it was built with (the DCP
+    plugins take them again)."""
+
+    client: Any
+    config: Any
+    region: str
+
+
+def connect_s3(environ: Mapping[str, str]) -> S3Connection:
+    """A client for the region and endpoint the AWS SDKs would use; :func:`s3_problem` was asked first.
 
     Path-style addressing (``endpoint/bucket/key``) is used when the endpoint is overridden: an
     S3-compatible server on an address (moto, MinIO) has no per-bucket host names; against AWS's own
     endpoints the connector's default, virtual-hosted style, stays.
     """
+    from s3torchconnector import S3ClientConfig
+    from s3torchconnector._s3client import S3Client
+
+    region = s3_region(environ)
+    endpoint = s3_endpoint(environ)
+    config = S3ClientConfig(force_path_style=endpoint is not None)
+    return S3Connection(S3Client(region, endpoint=endpoint, s3client_config=config), config, region)
+
+
+def s3_objects(client: Any, bucket: str, prefix: str) -> list[Any]:
+    """Every object under ``prefix`` (the connector's ``ObjectInfo``: key, size, etag), every page, in
+    S3's order; a missing bucket raises the connector's ``S3Exception``."""
+    return [info for page in client.list_objects(bucket, prefix) for info in page.object_info]
+
+
+class S3Store:
+    """A key prefix in a bucket, through s3torchconnector's client and its DCP plugins."""
 
     def __init__(self, uri: str, environ: Mapping[str, str]) -> None:
-        from s3torchconnector import S3ClientConfig
-        from s3torchconnector._s3client import S3Client
-
         self.place = parse_s3_uri(uri)
         self.location = self.place.uri
-        self.region = s3_region(environ)
-        endpoint = s3_endpoint(environ)
-        self.config = S3ClientConfig(force_path_style=endpoint is not None)
         # One client for the marker, the listing, the deletes and DCP's streams: the DCP plugins build their
         # own without an endpoint, so they are handed this one (S3FileSystem's s3_client).
-        self.client = S3Client(self.region, endpoint=endpoint, s3client_config=self.config)
+        connection = connect_s3(environ)
+        self.region, self.config, self.client = connection.region, connection.config, connection.client
 
     def where(self, name: str) -> str:
         return f"{S3_SCHEME}{self.place.bucket}/{self.place.key(name)}"

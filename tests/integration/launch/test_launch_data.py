@@ -151,9 +151,9 @@ def test_a_relaunch_writes_only_the_shard_that_is_missing(
     [
         ({"input": f"{NODE_SHARED}/corpora/empty-{RUN}"}, "no documents (every text is empty)"),
         ({"tokenizer": str(NODE_SHARED / "no-such" / "tokenizer.json")}, "no such file (a Hugging Face"),
-        ({"input": "s3://corpora/kjv/"}, "--input s3://corpora/kjv/: reading or writing object storage is"),
+        ({"input": "s3://Corpora/kjv/"}, "input 's3://Corpora/kjv/': 'Corpora' is not a valid S3 bucket"),
     ],
-    ids=["empty-corpus", "missing-tokenizer", "s3-input"],
+    ids=["empty-corpus", "missing-tokenizer", "bad-s3-input"],
 )
 def test_bad_input_is_refused_before_anything_is_submitted(
     corpus: Path, slow_wheelhouse: Path, args: dict[str, str], message: str

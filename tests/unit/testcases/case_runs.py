@@ -84,3 +84,14 @@ def imported_modules(
         if line.startswith("import time:")
     }
     return proc, names
+
+
+def prepared_corpus(directory: Path, num_shards: int = 2) -> Path:
+    """The shipped sample (tests/data/corpus) prepared into ``directory/kjv`` with a 400-id BPE trained on it
+    (the tiny shape's 512-id vocabulary holds it): what a case trains on with ``--data``."""
+    from trainstack_train import prepare
+
+    sample = REPO / "tests" / "data" / "corpus" / "kjv-genesis-1-12.jsonl"
+    prepare.train_tokenizer([sample], directory / "tokenizer.json", vocab_size=400)
+    prepare.prepare([sample], directory / "kjv", directory / "tokenizer.json", num_shards=num_shards)
+    return directory / "kjv"

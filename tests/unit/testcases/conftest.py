@@ -1,13 +1,16 @@
-"""Shared fixtures for the test case catalog's CPU tests: import paths and a one-rank gloo group."""
+"""Shared fixtures for the test case catalog's CPU tests: import paths, a one-rank gloo group, and a real moto
+S3 server with a fresh bucket (S3 checkpoints, S3 corpus input)."""
 
 import os
 import socket
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
+from tests.support import MOTO_KEYS, start_moto
 from tests.unit.testcases.case_runs import LIBRARY
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,6 +27,8 @@ for path in (FSDP_DIR, DDP_DIR, NCCL_DIR, TITAN_DIR, MEGATRON_DIR, JAX_DIR, HF_D
     sys.path.insert(0, str(path))
 
 torch = pytest.importorskip("torch")
+
+S3_REGION = "us-east-1"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -87,3 +92,25 @@ def refusal(capsys: pytest.CaptureFixture[str]) -> Callable[..., str]:
         return capsys.readouterr().err.strip().splitlines()[-1]
 
     return refused
+
+
+@pytest.fixture(scope="module")
+def moto():
+    """A moto server in a child process, one per test module."""
+    server = start_moto()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto, monkeypatch):
+    """A fresh bucket on moto, and this process's AWS variables (its children's too) pointing at it."""
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    env = {"AWS_ENDPOINT_URL_S3": moto.url, "AWS_REGION": S3_REGION, "AWS_EC2_METADATA_DISABLED": "true"}
+    for name, value in {**env, **MOTO_KEYS}.items():
+        monkeypatch.setenv(name, value)
+    client = moto.client("s3", S3_REGION)
+    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    return client, bucket

@@ -8,7 +8,6 @@ FSDP2 on (``--fsdp true``), as the local checkpoint tests do.
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 from jax_llama.config import parse_args as jax_parse_args
@@ -17,13 +16,13 @@ from trainstack_train.config import TrainConfig
 from trainstack_train.loop import Trainer, train
 from trainstack_train.parallel import init_distributed
 
-from tests.support import MOTO_KEYS, start_moto
 from tests.unit.testcases.case_runs import LIBRARY, run_on_cpu
+from tests.unit.testcases.conftest import S3_REGION
 
 pytest.importorskip("s3torchconnector")
 pytestmark = pytest.mark.moto
 
-REGION = "us-east-1"
+REGION = S3_REGION
 FSDP_TRAIN = LIBRARY.parent / "pytorch" / "fsdp" / "train.py"
 TINY = {"config": "tiny", "batch_size": 4, "seq_len": 32, "compile": "false", "device": "cpu", "fsdp": "true"}
 ENV = {"AWS_REGION": REGION}
@@ -33,27 +32,6 @@ def _cfg(**overrides):
     cfg = TrainConfig(**{**TINY, **overrides})
     cfg.validate(1, ENV)
     return cfg
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = start_moto()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def bucket(moto, monkeypatch):
-    """A fresh bucket on moto, and this process's AWS variables (its children's too) pointing at it."""
-    for name in [name for name in os.environ if name.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    env = {"AWS_ENDPOINT_URL_S3": moto.url, "AWS_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
-    for name, value in {**env, **MOTO_KEYS}.items():
-        monkeypatch.setenv(name, value)
-    client = moto.client("s3", REGION)
-    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
-    return client, bucket
 
 
 @pytest.fixture

@@ -54,12 +54,16 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--output", "/o"], "--input is required"),
         (["--input", "/i"], "--output is required"),
         (
-            ["--input", "s3://bucket/corpus/", "--output", "/o"],
-            "--input s3://bucket/corpus/: reading or writing object storage is not supported yet",
+            ["--input", "gs://bucket/corpus/", "--output", "/o"],
+            "--input gs://bucket/corpus/: only s3:// object storage is read",
         ),
         (
             ["--input", "/i", "--output", "S3://b/out"],
-            "--output S3://b/out: reading or writing object storage",
+            "--output S3://b/out: writing or reading object storage is not supported here",
+        ),
+        (
+            ["--input", "/i", "--output", "/o", "--tokenizer", "s3://b/tokenizer.json"],
+            "--tokenizer s3://b/tokenizer.json: writing or reading object storage is not supported here",
         ),
         (["--input", "/i", "--output", "/o", "--num-shards", "0"], "--num-shards 0: at least 1"),
         (["--input", "/i", "--output", "/o", "--vocab-size", "100"], "--vocab-size 100: at least 258"),
@@ -68,11 +72,25 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "a preparation keeps no checkpoint, it resumes per shard",
         ),
     ],
-    ids=["no-input", "no-output", "s3-input", "s3-output", "no-shards", "small-vocab", "checkpoint"],
+    ids=[
+        "no-input",
+        "no-output",
+        "gs-input",
+        "s3-output",
+        "s3-tokenizer",
+        "no-shards",
+        "small-vocab",
+        "checkpoint",
+    ],
 )
 def test_the_options_are_refused_by_name(argv: list[str], expected: str) -> None:
     found = option_problems(parse_args(argv))
     assert len(found) == 1 and expected in found[0], found
+
+
+def test_an_s3_input_passes_the_option_rules() -> None:
+    """Read through trainstack_train.storage (tests/unit/testcases/test_prepare_s3.py, on moto)."""
+    assert option_problems(parse_args(["--input", "s3://bucket/corpus/", "--output", "/o"])) == []
 
 
 def test_the_manifest_defaults_with_a_corpus_and_an_output_hold() -> None:

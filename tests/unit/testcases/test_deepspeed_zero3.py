@@ -1,7 +1,8 @@
 """deepspeed/zero3: its argument rules and DeepSpeed config (fast, no torch, no DeepSpeed), its checkpoint
 marker, and (slow: DeepSpeed lives in the slow wheelhouse) DeepSpeed's ZeRO on CPU across two gloo processes:
 every stage trains, the tiny shape learns deterministically with pytorch/fsdp's metric lines, and a run
-stopped after its checkpoint resumes on the uninterrupted curve bit for bit.
+stopped after its checkpoint resumes on the uninterrupted curve bit for bit, on synthetic data and on a
+prepared corpus (the reader's position travels in DeepSpeed's client state).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ import pytest
 import yaml
 
 from tests.support import free_port
-from tests.unit.testcases.case_runs import LIBRARY, imported_modules, metric_lines, slow_python
+from tests.unit.testcases.case_runs import (
+    LIBRARY,
+    imported_modules,
+    metric_lines,
+    prepared_corpus,
+    slow_python,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "deepspeed" / "zero3"
@@ -245,3 +252,36 @@ def test_every_other_stage_trains_the_same_numbers_on_two_cpu_processes(
     )
     assert summary["zero_stage"] == stage and len(lines) == 4
     assert summary["losses"] == pytest.approx(resumed["whole"][0]["losses"][:4], rel=1e-6, abs=0)
+
+
+@pytest.mark.slow
+def test_a_resume_on_a_prepared_corpus_reads_the_uninterrupted_runs_batches(deepspeed_python, tmp_path):
+    """Stopped after 4 of 8 steps and launched again: the same next batches, so the same losses bit for bit;
+    DeepSpeed's checkpoint holds the reader's position in its client state (4 steps of 2 ranks' 4 rows)."""
+    data = ("--data", str(prepared_corpus(tmp_path)), "--steps", "8", "--zero-stage", "3")
+    data += ("--batch-size", "4", "--seq-len", "32")
+    ckpt = ("--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "4")
+    whole = torchrun(deepspeed_python, tmp_path / "whole.json", *data)
+    stop = ("--max-steps-this-run", "4")
+    head, _lines = finished(
+        torchrun(deepspeed_python, tmp_path / "head.json", *data, *ckpt, *stop), tmp_path / "head.json"
+    )
+    # ZeRO-3: every rank writes its own model-states file, client state included, and reads it back.
+    files = sorted((tmp_path / "ckpt" / "step-00000004").glob("zero_pp_rank_*_mp_rank_00_model_states.pt"))
+    read = "import sys, torch\nfor f in sys.argv[1:]:\n    state = torch.load(f, weights_only=False)\n"
+    read += "    print(state['data_position']['position'])"
+    proc = subprocess.run(
+        [deepspeed_python, "-c", read, *map(str, files)],
+        capture_output=True, text=True, env=cpu_env(), timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    positions = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert len(positions) == 2 and positions[0] == positions[1]
+    assert {k: positions[0][k] for k in ("step", "epoch", "index")} == {"step": 4, "epoch": 0, "index": 32}
+    tail, _lines = finished(
+        torchrun(deepspeed_python, tmp_path / "tail.json", *data, *ckpt), tmp_path / "tail.json"
+    )
+    whole_losses = finished(whole, tmp_path / "whole.json")[0]["losses"]
+    assert (tail["resumed_from_step"], tail["steps_this_run"]) == (4, 4)
+    assert len(set(whole_losses)) == 8
+    assert head["losses"] + tail["losses"] == whole_losses

@@ -1,6 +1,7 @@
 """torchtitan/llama: its argument rules (fast, no torch), and on CPU with torchtitan itself (slow: its
 dependencies live in the slow wheelhouse) that the tiny shape learns deterministically, that the metric lines
-are pytorch/fsdp's, and that torchtitan's checkpoints resume a 2-process FSDP run on the uninterrupted curve.
+are pytorch/fsdp's, and that torchtitan's checkpoints resume a 2-process FSDP run on the uninterrupted curve,
+on synthetic data and on a prepared corpus (the reader's position travels in the checkpoint).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.testcases.case_runs import imported_modules, run_on_cpu, slow_python
+from tests.unit.testcases.case_runs import imported_modules, prepared_corpus, run_on_cpu, slow_python
 
 ROOT = Path(__file__).resolve().parents[3]
 CASE = ROOT / "testcases" / "torchtitan" / "llama"
@@ -139,4 +140,26 @@ def test_checkpoints_resume_a_two_process_fsdp_run_on_its_curve(titan_python, tm
     tail = run(titan_python, tmp_path, "tail", *common, procs=2)
     assert (head["fsdp"], head["world_size"]) == (2, 2)
     assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
+    assert head["losses"] + tail["losses"] == whole["losses"]
+
+
+@pytest.mark.slow
+def test_a_resume_on_a_prepared_corpus_reads_the_uninterrupted_runs_batches(titan_python, tmp_path):
+    """Stopped after 3 of 6 steps and launched again: the same next batches, so the same losses bit for bit;
+    the checkpoint holds the reader's position (3 steps of 2 ranks' 4 rows), as torchtitan saved it."""
+    import torch.distributed.checkpoint as dcp
+    from trainstack_train.data import ReaderPosition
+
+    data = ("--data", str(prepared_corpus(tmp_path)), "--steps", "6", "--batch-size", "4", "--seq-len", "32")
+    ckpt = tmp_path / "ckpt"
+    whole = run(titan_python, tmp_path, "whole", *data, procs=2)
+    common = (*data, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "3")
+    head = run(titan_python, tmp_path, "head", *common, "--max-steps-this-run", "3", procs=2)
+    position = ReaderPosition()
+    dcp.load({"data_position": position}, checkpoint_id=ckpt / "step-3")
+    assert position.loaded is not None
+    assert {k: position.loaded[k] for k in ("step", "epoch", "index")} == {"step": 3, "epoch": 0, "index": 24}
+    tail = run(titan_python, tmp_path, "tail", *common, procs=2)
+    assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
+    assert len(set(whole["losses"])) == 6
     assert head["losses"] + tail["losses"] == whole["losses"]

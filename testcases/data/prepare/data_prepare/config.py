@@ -4,8 +4,9 @@ Why two steps: :func:`parse_args` reads the options only (the launcher reads ``-
 tests parse the manifest's defaults, which name no corpus); :func:`problems` then checks them against the
 filesystem the job will see, with :func:`trainstack_train.prepare.check`, the same checks the job runs before
 it writes. ``--validate-only true`` runs both on the submit host (the manifest's ``validate_option``), so a
-missing tokenizer, an empty corpus or an output holding another preparation's shards is refused before
-anything is submitted, naming the input. No torch here: the check must answer in a moment.
+missing tokenizer, an empty corpus, an S3 input whose bucket or objects do not exist, or an output holding
+another preparation's shards is refused before anything is submitted, naming the input. No torch here: the
+check must answer in a moment.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 
 # --tokenizer's word for "train a byte-level BPE on the corpus" (nothing downloaded).
 TRAIN = "train"
-# Object-store URLs the options refuse by name: the job reads and writes the shared filesystem only.
+# Object-store URLs the options refuse by name: the job writes the shared filesystem only, and reads it or,
+# for --input alone, an S3 prefix (trainstack_train.storage's URI rules and client).
 REMOTE_SCHEMES = ("s3://", "gs://", "az://", "http://", "https://")
+INPUT_SCHEMES = ("s3://",)
 BOOL_WORDS = {"true": "true", "1": "true", "yes": "true", "false": "false", "0": "false", "no": "false"}
 # What a training case's checkpoint options would mean here: nothing, a preparation resumes per shard.
 CHECKPOINT_OPTIONS = ("checkpoint_dir", "checkpoint_every")
@@ -59,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="prepare.py",
         description="trainstack data/prepare: a corpus into Megatron-Core indexed shards and manifest.json",
     )
-    parser.add_argument("--input", default="", help="a directory (searched recursively) or a corpus file")
+    parser.add_argument(
+        "--input", default="", help="a directory (searched recursively), a corpus file, or s3://bucket/prefix"
+    )
     parser.add_argument("--output", default="", help="directory for the shards, tokenizer.json, manifest")
     parser.add_argument(
         "--tokenizer", default=TRAIN, help=f"a Hugging Face tokenizer.json, or {TRAIN!r}: a BPE on the corpus"
@@ -87,15 +92,23 @@ def _remote(value: str) -> bool:
 def option_problems(cfg: PrepareConfig) -> list[str]:
     """The rules that read the options alone, one sentence each naming the option."""
     found = []
-    for name in ("input", "output", "tokenizer"):
+    if _remote(cfg.input) and not cfg.input.lower().startswith(INPUT_SCHEMES):
+        found.append(
+            f"--input {cfg.input}: only s3:// object storage is read; copy the corpus to S3 or to the shared "
+            "filesystem first and name that"
+        )
+    for name in ("output", "tokenizer"):
         value = getattr(cfg, name)
         if _remote(value):
             found.append(
-                f"--{name} {value}: reading or writing object storage is not supported yet; copy the corpus "
-                "to the shared filesystem first (aws s3 sync) and name that directory"
+                f"--{name} {value}: writing or reading object storage is not supported here; name a path on "
+                "the shared filesystem"
             )
     if not cfg.input:
-        found.append("--input is required: a directory or file of the corpus on the shared filesystem")
+        found.append(
+            "--input is required: a directory or file of the corpus on the shared filesystem, "
+            "or an s3:// prefix"
+        )
     if not cfg.output:
         found.append("--output is required: the directory the shards and manifest.json are written to")
     if cfg.num_shards < 1:
@@ -115,18 +128,19 @@ def problems(cfg: PrepareConfig, environ: Mapping[str, str]) -> list[str]:
 
     The tokenizer, the corpus and its first document, and the output directory are read through
     :func:`trainstack_train.prepare.check`, so the launch and the job cannot disagree. With ``--tokenizer
-    train`` the tokenizer does not exist yet: the corpus is checked on its own.
+    train`` the tokenizer does not exist yet: the corpus is checked on its own. ``environ`` gives an S3
+    input's region and endpoint (``AWS_REGION``, ``AWS_ENDPOINT_URL_S3``); the rules do not depend on the
+    world size, as any number of ranks shares the shards.
     """
     found = option_problems(cfg)
     if found:
         return found
-    del environ  # the rules do not depend on the world size: any number of ranks shares the shards
     from trainstack_train import prepare  # tokenizers is imported only when a tokenizer is read
 
-    inputs, output = [Path(cfg.input)], Path(cfg.output)
+    inputs, output = [cfg.input], Path(cfg.output)
     try:
         if cfg.trains_tokenizer:
-            files = prepare.corpus_files(inputs)
+            files = prepare.corpus_files(inputs, environ)
             if next(prepare.documents(files, cfg.text_field), None) is None:
                 raise prepare.PrepareError(f"input {cfg.input}: no documents (every text is empty)")
             if output.exists() and not output.is_dir():
@@ -139,6 +153,7 @@ def problems(cfg: PrepareConfig, environ: Mapping[str, str]) -> list[str]:
                 num_shards=cfg.num_shards,
                 text_field=cfg.text_field,
                 eos_token=cfg.eos_token or None,
+                environ=environ,
             )
     except prepare.PrepareError as err:
         return [str(err)]

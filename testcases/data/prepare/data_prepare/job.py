@@ -78,7 +78,7 @@ def trained_tokenizer(cfg: PrepareConfig) -> Path:
     Training is deterministic, so a retrained file would be identical; reusing it only saves the time. What it
     was trained on (corpus names and sizes, vocabulary, text field) is recorded beside it.
     """
-    output, inputs = Path(cfg.output), [Path(cfg.input)]
+    output, inputs = Path(cfg.output), [cfg.input]
     path, record = output / TRAINED, output / TRAINED_FOR
     files = prepare.corpus_files(inputs)
     wanted = {
@@ -181,7 +181,7 @@ def run(cfg: PrepareConfig) -> int:
     else:
         tokenizer = Path(cfg.tokenizer)
     mine = prepare.prepare(
-        [Path(cfg.input)],
+        [cfg.input],
         output,
         tokenizer,
         num_shards=cfg.num_shards,
@@ -202,7 +202,7 @@ def run(cfg: PrepareConfig) -> int:
     if rank != 0:
         return 0
     assert mine.plan is not None
-    manifest = prepare.write_manifest(output, mine.plan)
+    manifest = prepare.write_manifest(output, mine.plan, mine.source)
     if manifest is None:
         missing = [s for s in range(cfg.num_shards) if prepare.shard_complete(output, s, mine.plan) is None]
         print(f"{TESTCASE}: shards {missing} of {output} are not complete after every rank ended", flush=True)

@@ -1,7 +1,8 @@
 """DeepSpeed's checkpoints under ``--checkpoint-dir``, published once every rank wrote.
 
 ``engine.save_checkpoint`` writes each rank's files into ``DIR/step-<8 digits>/`` (the model states, each
-rank's ZeRO partition of the optimizer, the scheduler, our step in the client state); DeepSpeed's own
+rank's ZeRO partition of the optimizer, the scheduler; in the client state our step and the data reader's
+position in a prepared corpus, :class:`~trainstack_train.data.ReaderPosition`'s); DeepSpeed's own
 ``latest`` file is written by rank 0 as soon as rank 0 has saved, before the other ranks may have. So the
 case saves with ``save_latest=False`` and rank 0 writes ``latest`` itself, atomically, after
 ``save_checkpoint``'s closing barrier: a run killed mid-save leaves ``latest`` on the previous complete step.
@@ -11,9 +12,19 @@ case saves with ``save_latest=False`` and rank 0 writes ``latest`` itself, atomi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 LATEST = "latest"
+# The client-state key of the reader's position (absent from checkpoints saved before it was kept).
+POSITION = "data_position"
+
+
+class Stateful(Protocol):
+    """Anything with torch's ``state_dict``/``load_state_dict`` pair (here: the reader's position)."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state_dict: Any) -> Any: ...
 
 
 def tag(step: int) -> str:
@@ -37,10 +48,22 @@ def publish(root: Path, name: str) -> None:
     tmp.replace(root / LATEST)
 
 
-def save(engine: Any, root: Path, step: int, is_main: bool) -> None:
+def client_state(step: int, position: Stateful) -> dict[str, Any]:
+    """What the case adds to DeepSpeed's checkpoint: the step and the reader's position."""
+    return {"step": step, POSITION: position.state_dict()}
+
+
+def restore(saved: dict[str, Any], position: Stateful) -> int:
+    """The step of a loaded client state; its reader position, if it holds one, into ``position``."""
+    if POSITION in saved:
+        position.load_state_dict(saved[POSITION])
+    return int(saved["step"])
+
+
+def save(engine: Any, root: Path, step: int, is_main: bool, position: Stateful) -> None:
     """Every rank's share, then the tag published by rank 0 (after the barrier inside ``save_checkpoint``)."""
     name = tag(step)
-    engine.save_checkpoint(str(root), tag=name, client_state={"step": step}, save_latest=False)
+    engine.save_checkpoint(str(root), tag=name, client_state=client_state(step, position), save_latest=False)
     if is_main:
         publish(root, name)
     import deepspeed.comm as ds_comm
@@ -48,12 +71,13 @@ def save(engine: Any, root: Path, step: int, is_main: bool) -> None:
     ds_comm.barrier()
 
 
-def resume(engine: Any, root: Path) -> int:
-    """Load the published checkpoint into the engine (model, optimizer partitions, schedule); its step."""
+def resume(engine: Any, root: Path, position: Stateful) -> int:
+    """Load the published checkpoint into the engine (model, optimizer partitions, schedule) and the reader's
+    position into ``position``; its step."""
     name = latest_tag(root)
     if name is None:
         return 0
-    path, client_state = engine.load_checkpoint(str(root), tag=name)
+    path, saved = engine.load_checkpoint(str(root), tag=name)
     if path is None:
         raise RuntimeError(f"DeepSpeed could not load the checkpoint {root / name}")
-    return int(client_state["step"])
+    return restore(saved, position)

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from trainstack_train.data import BatchSource
+from trainstack_train.data import BatchSource, ReaderPosition
 from trainstack_train.metrics import (
     StepTimer,
     Summary,
@@ -63,12 +63,16 @@ class Trainer:
         self.cfg = cfg
         self.info = info
         self.built: Built = build(cfg, info.device, info.world_size)
+        self.position = ReaderPosition()
         self.start_step = (
-            checkpoint.resume(self.built.engine, Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir else 0
+            checkpoint.resume(self.built.engine, Path(cfg.checkpoint_dir), self.position)
+            if cfg.checkpoint_dir
+            else 0
         )
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, info.rank, info.world_size, cfg.seed
         )
+        self.position.attach(self.data, self.start_step)
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * info.world_size
         self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
@@ -113,7 +117,9 @@ class Trainer:
 
     def save(self, step: int) -> None:
         """DeepSpeed's save on every rank; excluded from the next step's time."""
-        checkpoint.save(self.built.engine, Path(self.cfg.checkpoint_dir), step, self.info.is_main)
+        checkpoint.save(
+            self.built.engine, Path(self.cfg.checkpoint_dir), step, self.info.is_main, self.position
+        )
         self.clock = None
 
 

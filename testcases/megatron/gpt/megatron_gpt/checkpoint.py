@@ -17,11 +17,6 @@ loader copies into every key of that state, ``step`` included, from a file that 
 
 A save is written to ``step-N.tmp`` and renamed by rank 0 after every rank finished, so a resume only ever
 sees whole checkpoints; the same degrees are needed to resume (the files are per rank).
-
-Each file also holds the data reader's position (:class:`ReaderPosition`), so that a run on a prepared corpus
-continues on the rows an uninterrupted run would have read next, and a resume on another corpus, seed or
-sequence length is refused by the reader. A file written before the position was saved has none: the reader
-then seeks to the step, which gives the same rows for the same corpus.
 """
 
 from __future__ import annotations
@@ -35,8 +30,10 @@ import torch
 import torch.distributed as dist
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
-# Entries a file may lack: written by an earlier version of this test case, resumed without them.
-OPTIONAL = frozenset({"data"})
+# The data reader's position (trainstack_train.data.ReaderPosition); a checkpoint saved before it was kept
+# holds none, and the reader then starts after the samples the saved steps read.
+POSITION = "data_position"
+OPTIONAL = frozenset({POSITION})
 
 
 class Stateful(Protocol):
@@ -103,25 +100,6 @@ def load(root: Path, step: int, states: dict[str, Stateful]) -> int:
         if name in body:
             obj.load_state_dict(body[name])
     return int(body["step"])
-
-
-class ReaderPosition:
-    """The data reader's position as a checkpoint entry; what a resume hands back to the reader.
-
-    Why a holder rather than the reader itself: loading only records the position, and the loop hands it
-    to the reader's own ``resume`` (which checks corpus, seed and sequence length). :attr:`position` stays
-    ``None`` for a file without one, and the reader then seeks to the step.
-    """
-
-    def __init__(self, data: Any) -> None:
-        self.data = data
-        self.position: dict[str, Any] | None = None
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"position": self.data.state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.position = state["position"]
 
 
 def inner_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from megatron.core import parallel_state
 from megatron.core.pipeline_parallel import get_forward_backward_func
-from trainstack_train.data import BatchSource
+from trainstack_train.data import BatchSource, ReaderPosition
 from trainstack_train.metrics import (
     StepTimer,
     Summary,
@@ -56,13 +56,15 @@ class Trainer:
         self.cfg = cfg
         self.info = info
         self.built: Built = build(cfg, info.device)
+        self.position = ReaderPosition()
+        self.start_step = self._resume()
         dp_rank = parallel_state.get_data_parallel_rank()
         self.dp_world = parallel_state.get_data_parallel_world_size()
         # Ranks of one data-parallel group read the same rows: TP and PP split a batch, DP the global one.
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, self.dp_world, cfg.seed
         )
-        self.start_step = self._resume()
+        self.position.attach(self.data, self.start_step)
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * self.dp_world
         self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)
         self.timer = StepTimer(cfg.metric_warmup_steps, self.tokens_per_step)
@@ -74,7 +76,7 @@ class Trainer:
 
     def states(self) -> dict[str, Any]:
         """What a checkpoint holds: model stage, optimizer (its shard, under the distributed one), schedule,
-        and the data reader's position.
+        and the data reader's position (``checkpoint.POSITION``).
 
         megatron-core's own optimizer ``state_dict`` is the whole state without the distributed optimizer;
         with it, the shard is saved by ``checkpoint.OptimizerShards`` (see there why not by megatron-core).
@@ -85,12 +87,8 @@ class Trainer:
             key = "optimizer_shards"
         else:
             optimizer, key = built.optimizer, "optimizer"
-        return {
-            "model": built.model.module,
-            key: optimizer,
-            "scheduler": built.scheduler,
-            "data": checkpoint.ReaderPosition(self.data),
-        }
+        states = {"model": built.model.module, key: optimizer, "scheduler": built.scheduler}
+        return states | {checkpoint.POSITION: self.position}
 
     def _resume(self) -> int:
         """The highest complete checkpoint under ``--checkpoint-dir``, or a fresh start (step 0)."""
@@ -100,10 +98,7 @@ class Trainer:
         step = checkpoint.latest_step(root)
         if step == 0:
             return 0
-        states = self.states()
-        step = checkpoint.load(root, step, states)
-        self.data.resume(step, states["data"].position)
-        return step
+        return checkpoint.load(root, step, self.states())
 
     def save(self, step: int) -> None:
         """Every rank's share; excluded from the next step's time."""

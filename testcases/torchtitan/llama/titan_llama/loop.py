@@ -6,7 +6,9 @@ optimizer and LR-scheduler containers. What is read and printed is ``pytorch/fsd
 parses both cases alike: the loss and gradient norm of a step are read one step later (the host never waits
 for the GPU in between), and the last line and the one before a checkpoint carry the loss with null rates.
 Resume: torchtitan's ``CheckpointManager`` loads the highest ``step-N`` under ``--checkpoint-dir``; the step
-travels in its state (``train_state``), and the data are a function of the step, so the curve continues.
+travels in its state (``train_state``), and so does the reader's position in a prepared corpus
+(``data_position``, the shared :class:`~trainstack_train.data.ReaderPosition`), so the next batch, and the
+curve, are the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
 from torchtitan.distributed import utils as dist_utils
-from trainstack_train.data import BatchSource
+from trainstack_train.data import BatchSource, ReaderPosition
 from trainstack_train.metrics import (
     StepTimer,
     Summary,
@@ -60,7 +62,8 @@ class Trainer:
         self.info = info
         self.built: Built = build(cfg, info.device, info.world_size)
         self.state = TrainState()
-        self.checkpoint = self.built.checkpointer({"train_state": self.state})
+        self.position = ReaderPosition()
+        self.checkpoint = self.built.checkpointer({"train_state": self.state, "data_position": self.position})
         self.checkpoint.load(step=-1)
         self.start_step = self.state.step
         dims = self.built.dims
@@ -69,6 +72,7 @@ class Trainer:
         self.data = BatchSource(
             cfg.data, cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, dp_rank, dp_world, cfg.seed
         )
+        self.position.attach(self.data, self.start_step)
         self.tokens_per_step = cfg.batch_size * cfg.seq_len * dp_world
         self.global_tokens = global_tokens(cfg, info.world_size)
         self.flops_token = flops_per_token(cfg.model, self.built.params, cfg.seq_len)

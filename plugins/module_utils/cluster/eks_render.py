@@ -217,7 +217,9 @@ def template_requests(
             placement_group=foundation.get("placement_group"),
         )
         name = launch_template.template_name(spec["name"], queue["name"], TEMPLATE_KIND)
-        found.append(launch_template.request(name, data, _tags(spec)))
+        # The node group's own tags do not reach its instances (EKS's model: "Tags don't propagate"); the
+        # template's instance tags do, so the inventory finds the cluster and its storage on every node.
+        found.append(launch_template.request(name, data, _tags(spec), instance_tags=_tags(spec)))
     return found
 
 

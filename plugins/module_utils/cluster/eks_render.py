@@ -218,8 +218,9 @@ def template_requests(
         )
         name = launch_template.template_name(spec["name"], queue["name"], TEMPLATE_KIND)
         # The node group's own tags do not reach its instances (EKS's model: "Tags don't propagate"); the
-        # template's instance tags do, so the inventory finds the cluster and its storage on every node.
-        found.append(launch_template.request(name, data, _tags(spec), instance_tags=_tags(spec)))
+        # template's instance tags do, so the inventory finds the cluster's storage on every node (which
+        # cluster a node is of, EKS writes itself: eks:cluster-name).
+        found.append(launch_template.request(name, data, _tags(spec), instance_tags=storage.tags(spec)))
     return found
 
 

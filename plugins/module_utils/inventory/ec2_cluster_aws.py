@@ -336,9 +336,7 @@ class Fetcher:
         try:
             return _guard(what, self._settings, call)
         except Ec2ClusterError as error:
-            warnings.append(
-                f"{error}; that cluster's cluster_storage (data and checkpoint directories) is unset"
-            )
+            warnings.append(f"{error}; no cluster_storage (data and checkpoint directories) from it")
             return None
 
     def _pcs_storage(self, region: str, nodes: list[Node], warnings: list[str]) -> None:

@@ -185,6 +185,8 @@ def ours_config(work: Path, url: str) -> Path:
         f"regions: [{', '.join(fleet.REGIONS)}]",
         f"endpoint_url: {url}",
         "cluster_kinds: [parallelcluster, pcs, tagged]",
+        # moto has no PCS API: reading the PCS clusters' tags would only fail after its retries.
+        "pcs_cluster_tags: false",
         f"tagged_cluster_tag: {fleet.TAGGED_CLUSTER_TAG}",
         f"tagged_role_tag: {fleet.TAGGED_ROLE_TAG}",
         f"tagged_queue_tag: {fleet.TAGGED_QUEUE_TAG}",

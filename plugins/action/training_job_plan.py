@@ -20,6 +20,7 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instanc
     default as catalog_default,
 )
 from ansible_collections.trainstack.cluster.plugins.module_utils.files import strict_yaml
+from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import safe_group
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch import locks, plan
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch.names import close_matches
 
@@ -87,8 +88,28 @@ def refusals(
     return "", manifest
 
 
+def named_cluster_storage(task_vars: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``cluster_storage`` of the cluster that ``-e cluster=<name>`` names (its hosts in the inventory's
+    ``cluster_<name>`` group), or nothing.
+
+    Why: the kubernetes launcher runs on the controller (``launch_host=localhost``), which is no host of the
+    cluster; the cluster's EKS nodes are, and carry its storage defaults (the ec2_cluster inventory's
+    ``eks`` kind). Every host of a cluster holds the same value (the inventory sets it on that group)."""
+    cluster = task_vars.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        return {}
+    hosts = (task_vars.get("groups") or {}).get(f"cluster_{safe_group(cluster)}") or []
+    hostvars = task_vars.get("hostvars") or {}
+    for host in hosts:
+        found = (hostvars.get(host) or {}).get("cluster_storage") if host in hostvars else None
+        if found:
+            return found
+    return {}
+
+
 def with_cluster_storage(request: Mapping[str, Any], task_vars: Mapping[str, Any]) -> dict[str, Any]:
-    """The request, its empty ``training_job_cluster_storage`` taken from the host's ``cluster_storage``.
+    """The request, its empty ``training_job_cluster_storage`` taken from the host's ``cluster_storage``, else
+    from the named cluster's hosts (named_cluster_storage).
 
     Why here and not as the role default's expression: the inventory sets ``cluster_storage`` on the hosts
     of a spec'd cluster only, and the plan's checks should see a plain mapping (or its absence), never a
@@ -96,7 +117,9 @@ def with_cluster_storage(request: Mapping[str, Any], task_vars: Mapping[str, Any
     """
     out = dict(request)
     if not out.get("training_job_cluster_storage"):
-        out["training_job_cluster_storage"] = task_vars.get("cluster_storage") or {}
+        out["training_job_cluster_storage"] = (
+            task_vars.get("cluster_storage") or named_cluster_storage(task_vars) or {}
+        )
     return out
 
 

@@ -11,16 +11,25 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: ec2_cluster
-short_description: Training clusters on AWS (ParallelCluster, PCS, HyperPod, tagged fleets) as inventory
+short_description: Training clusters on AWS (ParallelCluster, PCS, HyperPod, EKS, tagged fleets) as inventory
 description:
-  - Finds the nodes of AWS ParallelCluster, AWS PCS and SageMaker HyperPod clusters, and of plain EC2 fleets
-    marked by a tag of your choice, and groups them by cluster, node role (head, login, compute), queue or
-    instance group, instance type, availability zone and region.
+  - Finds the nodes of AWS ParallelCluster, AWS PCS, SageMaker HyperPod and Amazon EKS clusters, and of plain
+    EC2 fleets marked by a tag of your choice, and groups them by cluster, node role (head, login, compute),
+    queue or instance group, instance type, availability zone and region.
   - ParallelCluster nodes are found by the tags C(parallelcluster:cluster-name), C(parallelcluster:node-type)
     (C(HeadNode), C(LoginNode), C(Compute)), C(parallelcluster:queue-name) and
     C(parallelcluster:compute-resource-name).
   - AWS PCS nodes are found by the EC2 tags C(aws:pcs:cluster-id) and C(aws:pcs:compute-node-group-id); the
     cluster id is the cluster name and the compute node group id is the queue.
+  - Amazon EKS nodes (kind V(eks)) are found by the EC2 tags C(eks:cluster-name) and C(eks:nodegroup-name)
+    that EKS writes on the instances of a managed node group; every one is a compute node, its node group the
+    queue.
+  - "C(cluster_storage) (where a cluster made from a cluster spec keeps training data and checkpoints:
+    C(data_dir), C(checkpoint_dir)) comes from the tags C(trainstack:data-dir) and
+    C(trainstack:checkpoint-dir): on the instances (ParallelCluster, EKS, tagged fleets, and PCS nodes whose
+    launch template writes them); for PCS nodes without them, from the PCS cluster's tags (C(list_clusters),
+    C(list_tags_for_resource)); for HyperPod, from the cluster's tags (SageMaker C(list_tags)). A tag read
+    that fails or is denied is a warning and leaves C(cluster_storage) unset."
   - HyperPod nodes are read through SageMaker C(list_clusters), C(list_cluster_nodes) and, when
     O(hyperpod_node_details) is on, C(describe_cluster_node). They get C(ansible_ssh_common_args) with an
     ssh C(ProxyCommand) through SSM (target C(sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>)).
@@ -37,7 +46,8 @@ description:
     C(ec2_region),
     C(ec2_availability_zone), C(ec2_private_ip_address), C(ec2_private_dns_name), C(ec2_gpu_count),
     C(ec2_gpu_model), C(ec2_gpu_memory_mib) (per GPU), C(ec2_efa_interfaces) (maximum EFA interfaces),
-    C(ec2_tags) (with O(include_tags)), C(hyperpod_ssm_target) and C(ansible_ssh_common_args) (HyperPod)."
+    C(ec2_tags) (with O(include_tags)), C(cluster_storage), C(hyperpod_ssm_target) and
+    C(ansible_ssh_common_args) (HyperPod)."
   - Facts shared by a whole plugin group (instance type facts on C(type_*), cluster name, kind and id on
     C(cluster_<name>), role on C(cluster_<name>_<role>), queue, zone, region) are set once as variables of
     that group rather than on every host; plays and C(ansible-inventory --list) see them as host variables
@@ -70,7 +80,7 @@ options:
     default: []
   cluster_names:
     description:
-      - Only these clusters (ParallelCluster and tagged names, PCS cluster ids, HyperPod cluster names).
+      - Only these clusters (ParallelCluster, EKS and tagged names, PCS cluster ids, HyperPod cluster names).
       - A name that is not found in any region is an error, so a typo does not give an empty inventory.
       - Empty means every cluster of the selected kinds.
     type: list
@@ -81,7 +91,7 @@ options:
       - Which sources to read. V(tagged) needs O(tagged_cluster_tag).
     type: list
     elements: str
-    choices: [parallelcluster, pcs, hyperpod, tagged]
+    choices: [parallelcluster, pcs, hyperpod, eks, tagged]
     default: [parallelcluster, pcs, hyperpod]
   tagged_cluster_tag:
     description: Tag key whose value names the cluster of a plain EC2 fleet (kind V(tagged)).
@@ -99,6 +109,14 @@ options:
     type: list
     elements: str
     default: []
+  pcs_cluster_tags:
+    description:
+      - Read the tags of each PCS cluster whose nodes carry no C(trainstack:data-dir) or
+        C(trainstack:checkpoint-dir) of their own, for their C(cluster_storage) (one C(list_clusters) per
+        region and one C(list_tags_for_resource) per cluster).
+      - Turn it off for an endpoint that has no PCS API, where each read would fail after its retries.
+    type: bool
+    default: true
   hyperpod_head_groups:
     description: HyperPod instance group names that hold the Slurm controller (role head).
     type: list
@@ -185,8 +203,8 @@ options:
     default: trainstack-ec2-cluster-inventory
   endpoint_url:
     description:
-      - One endpoint for every AWS service the plugin calls (EC2, SageMaker, STS), for moto, LocalStack or a
-        VPC endpoint proxy.
+      - One endpoint for every AWS service the plugin calls (EC2, SageMaker, PCS, STS), for moto, LocalStack
+        or a VPC endpoint proxy.
     type: str
     aliases: [aws_endpoint_url]
   connect_timeout:
@@ -361,7 +379,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         kinds = tuple(self.get_option("cluster_kinds"))
         if not kinds:
             raise Ec2ClusterError(
-                "cluster_kinds: choose at least one of parallelcluster, pcs, hyperpod, tagged"
+                "cluster_kinds: choose at least one of parallelcluster, pcs, hyperpod, eks, tagged"
             )
         tagged_tag = self.get_option("tagged_cluster_tag")
         if "tagged" in kinds and not tagged_tag:
@@ -437,6 +455,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 login_groups=frozenset(self.get_option("hyperpod_login_groups")),
                 node_details=self.get_option("hyperpod_node_details"),
             ),
+            pcs_tags=self.get_option("pcs_cluster_tags"),
         )
         result = fetcher.fetch(regions)
         for region, pages in result.pages.items():

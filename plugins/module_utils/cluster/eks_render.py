@@ -217,7 +217,10 @@ def template_requests(
             placement_group=foundation.get("placement_group"),
         )
         name = launch_template.template_name(spec["name"], queue["name"], TEMPLATE_KIND)
-        found.append(launch_template.request(name, data, _tags(spec)))
+        # The node group's own tags do not reach its instances (EKS's model: "Tags don't propagate"); the
+        # template's instance tags do, so the inventory finds the cluster's storage on every node (which
+        # cluster a node is of, EKS writes itself: eks:cluster-name).
+        found.append(launch_template.request(name, data, _tags(spec), instance_tags=storage.tags(spec)))
     return found
 
 

@@ -71,11 +71,28 @@ def template_data(
     return data
 
 
-def request(name: str, data: Mapping[str, Any], tags: Mapping[str, str]) -> dict[str, Any]:
-    """CreateLaunchTemplate, tagged like the cluster's other resources."""
+def request(
+    name: str,
+    data: Mapping[str, Any],
+    tags: Mapping[str, str],
+    instance_tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """CreateLaunchTemplate, tagged like the cluster's other resources.
+
+    ``instance_tags`` go into the template's own TagSpecifications, which EC2 applies to every instance
+    launched from it: the one way a service that tags only its own resource (an EKS node group's tags stay
+    on the node group) gets tags onto its instances, where the ec2_cluster inventory reads them."""
+    data = dict(data)
+    if instance_tags:
+        data["TagSpecifications"] = [
+            {
+                "ResourceType": "instance",
+                "Tags": [{"Key": k, "Value": v} for k, v in sorted(instance_tags.items())],
+            }
+        ]
     return {
         "LaunchTemplateName": name,
-        "LaunchTemplateData": dict(data),
+        "LaunchTemplateData": data,
         "TagSpecifications": [
             {
                 "ResourceType": "launch-template",

@@ -13,8 +13,10 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ansible_collections.trainstack.cluster.plugins.module_utils.aws.cluster_tags import storage_from_tags
 from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_cluster_model import (
     EC2_KINDS,
+    EKS_CLUSTER_TAG,
     PC_CLUSTER_TAG,
     PCS_CLUSTER_TAG,
     Ec2ClusterError,
@@ -26,6 +28,8 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.inventory.ec2_c
     hyperpod_cluster_id,
     node_from_ec2_instance,
     node_from_hyperpod,
+    tag_dict,
+    with_cluster_storage,
 )
 
 try:
@@ -112,6 +116,8 @@ def ec2_filters(flt: SourceFilter, states: Sequence[str]) -> list[dict[str, Any]
         keys.append(PC_CLUSTER_TAG)
     if "pcs" in flt.kinds:
         keys.append(PCS_CLUSTER_TAG)
+    if "eks" in flt.kinds:
+        keys.append(EKS_CLUSTER_TAG)
     if "tagged" in flt.kinds and flt.tagged_cluster_tag:
         keys.append(flt.tagged_cluster_tag)
     if len(keys) == 1 and flt.cluster_names:
@@ -272,6 +278,7 @@ class Fetcher:
         states: Sequence[str],
         page_size: int,
         hyperpod: HyperPodSettings,
+        pcs_tags: bool = True,
     ) -> None:
         self._session = session
         self._settings = settings
@@ -279,6 +286,7 @@ class Fetcher:
         self._states = tuple(states)
         self._page_size = page_size
         self._hyperpod = hyperpod
+        self._pcs_tags = pcs_tags
         self._clients: dict[tuple[str, str], Any] = {}
 
     def client(self, service: str, region: str) -> Any:
@@ -295,25 +303,71 @@ class Fetcher:
                 self.client("ec2", region)
             if "hyperpod" in self._flt.kinds:
                 self.client("sagemaker", region)
+            if "pcs" in self._flt.kinds and self._pcs_tags:
+                self.client("pcs", region)
         result = FetchResult()
         answers = _parallel(self._fetch_region, regions)
-        for region, (nodes, pages, seen) in zip(regions, answers, strict=True):
+        for region, (nodes, pages, seen, warnings) in zip(regions, answers, strict=True):
             result.nodes.extend(nodes)
             result.pages[region] = pages
             result.clusters_seen.update(seen)
+            result.warnings.extend(warnings)
         return result
 
-    def _fetch_region(self, region: str) -> tuple[list[Node], int, set[str]]:
-        """One region: EC2-tagged kinds first, then HyperPod; returns nodes, EC2 page count, cluster names."""
+    def _fetch_region(self, region: str) -> tuple[list[Node], int, set[str], list[str]]:
+        """One region: EC2-tagged kinds first, then HyperPod; returns nodes, EC2 page count, cluster names and
+        warnings."""
         nodes: list[Node] = []
+        warnings: list[str] = []
         pages = 0
         seen: set[str] = set()
         if any(kind in EC2_KINDS for kind in self._flt.kinds):
             pages = self._ec2_nodes(region, nodes)
+        if "pcs" in self._flt.kinds and self._pcs_tags:
+            self._pcs_storage(region, nodes, warnings)
         if "hyperpod" in self._flt.kinds:
-            self._hyperpod_nodes(region, nodes)
+            self._hyperpod_nodes(region, nodes, warnings)
         seen.update(node.cluster_name for node in nodes)
-        return nodes, pages, seen
+        return nodes, pages, seen, warnings
+
+    def _optional(self, what: str, call: Callable[[], T], warnings: list[str]) -> T | None:
+        """A read of a cluster's storage tags: refused or failed, it is a warning, not an error (the hosts are
+        known without it; the launch then takes the paths it is given)."""
+        try:
+            return _guard(what, self._settings, call)
+        except Ec2ClusterError as error:
+            warnings.append(f"{error}; no cluster_storage (data and checkpoint directories) from it")
+            return None
+
+    def _pcs_storage(self, region: str, nodes: list[Node], warnings: list[str]) -> None:
+        """The storage defaults of the PCS clusters whose nodes were found, from each cluster's tags.
+
+        Why the cluster's tags: PCS launches its nodes from the customer's own launch template, and the tags
+        it writes on them are its own (aws:pcs:cluster-id, aws:pcs:compute-node-group-id); the cluster spec's
+        storage tags are on the cluster (module_utils/cluster/pcs_render.py). A node whose template tags it
+        with them keeps its own. One ListClusters per region and one ListTagsForResource per cluster."""
+        wanted = {node.cluster_name for node in nodes if node.cluster_kind == "pcs" and node.storage is None}
+        if not wanted:
+            return
+        pcs = self.client("pcs", region)
+        arns = self._optional(
+            f"pcs list_clusters in {region}",
+            lambda: {
+                summary["id"]: summary["arn"]
+                for page in pcs.get_paginator("list_clusters").paginate()
+                for summary in page.get("clusters", ())
+            },
+            warnings,
+        )
+        found: dict[str, dict[str, str]] = {}
+        for cluster in sorted(wanted & set(arns or {})):
+            tags = self._optional(
+                f"pcs list_tags_for_resource {cluster} in {region}",
+                lambda arn=(arns or {})[cluster]: pcs.list_tags_for_resource(resourceArn=arn).get("tags"),
+                warnings,
+            )
+            found[cluster] = storage_from_tags(tags)
+        with_cluster_storage(nodes, found)
 
     def _ec2_nodes(self, region: str, out: list[Node]) -> int:
         """Stream pages into Nodes as they arrive so memory holds one page of raw answers at a time."""
@@ -337,8 +391,10 @@ class Fetcher:
         _guard(f"describe_instances in {region}", self._settings, walk)
         return count
 
-    def _hyperpod_nodes(self, region: str, out: list[Node]) -> None:
-        """list_clusters, list_cluster_nodes per wanted cluster, then (optionally) each node's address."""
+    def _hyperpod_nodes(self, region: str, out: list[Node], warnings: list[str]) -> None:
+        """list_clusters, list_cluster_nodes per wanted cluster, then (optionally) each node's address, and
+        the cluster's tags (ListTags): HyperPod's nodes are not EC2 instances of the account, so the storage
+        defaults the spec put on the cluster (module_utils/cluster/hyperpod_render.py) are read there."""
         sagemaker = self.client("sagemaker", region)
         clusters = _guard(
             f"sagemaker list_clusters in {region}",
@@ -365,6 +421,16 @@ class Fetcher:
             )
             details = self._node_details(sagemaker, name, region, summaries)
             cluster_id = hyperpod_cluster_id(cluster["ClusterArn"])
+            tags = self._optional(
+                f"sagemaker list_tags {name} in {region}",
+                lambda arn=cluster["ClusterArn"]: [
+                    tag
+                    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn)
+                    for tag in page.get("Tags", ())
+                ],
+                warnings,
+            )
+            storage = storage_from_tags(tag_dict(tags))
             out.extend(
                 node_from_hyperpod(
                     name,
@@ -374,6 +440,7 @@ class Fetcher:
                     detail,
                     self._hyperpod.head_groups,
                     self._hyperpod.login_groups,
+                    storage,
                 )
                 for summary, detail in zip(summaries, details, strict=True)
             )

@@ -21,8 +21,8 @@ from ansible_collections.trainstack.cluster.plugins.module_utils.catalog.instanc
     default as default_catalog,
 )
 
-KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "hyperpod", "tagged")
-EC2_KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "tagged")
+KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "hyperpod", "eks", "tagged")
+EC2_KINDS: tuple[str, ...] = ("parallelcluster", "pcs", "eks", "tagged")
 ROLES: tuple[str, ...] = ("head", "login", "compute")
 HOSTNAME_CHOICES: tuple[str, ...] = (
     "private-dns-name",
@@ -37,6 +37,9 @@ PC_QUEUE_TAG = "parallelcluster:queue-name"
 PC_COMPUTE_RESOURCE_TAG = "parallelcluster:compute-resource-name"
 PCS_CLUSTER_TAG = "aws:pcs:cluster-id"
 PCS_NODE_GROUP_TAG = "aws:pcs:compute-node-group-id"
+# What EKS writes on the instances of a managed node group.
+EKS_CLUSTER_TAG = "eks:cluster-name"
+EKS_NODE_GROUP_TAG = "eks:nodegroup-name"
 
 # ParallelCluster writes these node types; anything else (a future type) keeps its own lower-cased name so
 # that it is visible rather than silently filed as compute.
@@ -249,6 +252,9 @@ def _identify(
         group = tags.get(PCS_NODE_GROUP_TAG)
         role = "login" if group in flt.pcs_login_node_groups else "compute"
         return ("pcs", tags[PCS_CLUSTER_TAG], role, group, None)
+    if "eks" in flt.kinds and EKS_CLUSTER_TAG in tags:
+        # Every node of a managed node group is a worker: EKS runs the control plane outside the account.
+        return ("eks", tags[EKS_CLUSTER_TAG], "compute", tags.get(EKS_NODE_GROUP_TAG), None)
     if "tagged" in flt.kinds and flt.tagged_cluster_tag and flt.tagged_cluster_tag in tags:
         role = _role_from_tagged(tags.get(flt.tagged_role_tag) if flt.tagged_role_tag else None)
         queue = tags.get(flt.tagged_queue_tag) if flt.tagged_queue_tag else None
@@ -303,11 +309,13 @@ def node_from_hyperpod(
     details: Mapping[str, object] | None,
     head_groups: frozenset[str],
     login_groups: frozenset[str],
+    storage: Mapping[str, str] | None = None,
 ) -> Node:
     """Build a Node from list_cluster_nodes (and, when asked, describe_cluster_node) answers.
 
     HyperPod has no node-type tag: the instance group names that hold the Slurm controller and the login
-    nodes are configuration, so the caller passes them.
+    nodes are configuration, so the caller passes them. Its nodes are not EC2 instances of the account, so
+    the cluster's storage defaults come from the cluster's own tags (``storage``, see storage_from_tags).
     """
     group = str(summary["InstanceGroupName"])
     details = details or {}
@@ -328,7 +336,18 @@ def node_from_hyperpod(
         queue=group,
         slurm_node_name=slurm_name_from_address(private_dns, private_ip),  # type: ignore[arg-type]
         cluster_id=cluster_id,
+        storage=dict(storage) if storage else None,
     )
+
+
+def with_cluster_storage(nodes: Iterable[Node], storage_by_cluster: Mapping[str, Mapping[str, str]]) -> None:
+    """Give the nodes of each cluster that carry no storage tags of their own the storage defaults its
+    cluster resource's tags hold (``storage_by_cluster``, by cluster name; AWS PCS's nodes: see the AWS
+    layer). An instance's own tags win: they are what that node was launched with."""
+    for node in nodes:
+        found = storage_by_cluster.get(node.cluster_name)
+        if node.storage is None and found:
+            node.storage = dict(found)
 
 
 def ssm_target(node: Node) -> str:

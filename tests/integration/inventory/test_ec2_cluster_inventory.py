@@ -25,6 +25,7 @@ tagged_cluster_tag: training-cluster
 tagged_role_tag: training-role
 tagged_queue_tag: training-partition
 pcs_login_node_groups: [pcs_login]
+pcs_cluster_tags: false  # moto has no PCS API; test_storage_readback.py stubs it
 """
 
 HYPERPOD_WORKERS = ["worker-group-1-0", "worker-group-1-1"]

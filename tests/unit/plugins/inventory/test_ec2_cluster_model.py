@@ -432,3 +432,65 @@ def test_a_spec_d_clusters_storage_tags_become_its_cluster_storage():
     assert "cluster_storage" not in plan.host_only["i-h"] and "cluster_storage" not in plan.hostvars["i-o"]
     nodes, _rest = model.unpack_records(model.pack_records([head], {}))
     assert nodes[0].storage == expected
+
+
+def test_eks_nodes_are_found_by_the_tags_eks_writes_and_carry_their_storage():
+    """EKS writes eks:cluster-name and eks:nodegroup-name on a managed node group's instances; the launch
+    template adds the spec's storage tags (eks_render). Every node is compute, its node group the queue; the
+    kind is read only when asked for, and its tag joins the one server-side filter."""
+    storage = {"trainstack:data-dir": "/fsx/datasets", "trainstack:checkpoint-dir": "/fsx/ckpt"}
+    eks_tags = {"eks:cluster-name": "train-eks", "eks:nodegroup-name": "h100", **storage}
+    eks = model.SourceFilter(kinds=("eks",))
+    node = model.node_from_ec2_instance(instance("i-e", eks_tags), "us-east-1", eks)
+    assert node is not None
+    assert (node.cluster_kind, node.cluster_name, node.role, node.queue) == (
+        "eks",
+        "train-eks",
+        "compute",
+        "h100",
+    )
+    assert node.storage == {"data_dir": "/fsx/datasets", "checkpoint_dir": "/fsx/ckpt"}
+    assert model.node_from_ec2_instance(instance("i-e", eks_tags), "us-east-1", PC) is None
+    assert ec2_filters(eks, []) == [{"Name": "tag-key", "Values": ["eks:cluster-name"]}]
+    named = model.SourceFilter(kinds=("eks",), cluster_names=frozenset({"train-eks"}))
+    assert ec2_filters(named, []) == [{"Name": "tag:eks:cluster-name", "Values": ["train-eks"]}]
+    plan = model.build_plan([node], {}, ["instance-id"])
+    assert plan.groupvars["cluster_train_eks"]["cluster_storage"] == node.storage
+
+
+def test_a_clusters_own_tags_give_its_nodes_storage_where_their_instances_carry_none():
+    """PCS's and HyperPod's nodes do not carry the spec's tags; the cluster resource does, and the AWS layer
+    hands its storage to the model. A node that carries its own (its launch template wrote them) keeps
+    them."""
+    pcs = model.SourceFilter(kinds=("pcs",))
+    bare = model.node_from_ec2_instance(
+        instance("i-p", {"aws:pcs:cluster-id": "pcs_abc", "aws:pcs:compute-node-group-id": "gpu"}),
+        "us-east-1",
+        pcs,
+    )
+    own = model.node_from_ec2_instance(
+        instance(
+            "i-q",
+            {"aws:pcs:cluster-id": "pcs_abc", "trainstack:data-dir": "/fsx/own"},
+            ip="10.0.0.9",
+        ),
+        "us-east-1",
+        pcs,
+    )
+    other = model.node_from_ec2_instance(
+        instance("i-r", {"aws:pcs:cluster-id": "pcs_other"}, ip="10.0.0.10"), "us-east-1", pcs
+    )
+    assert bare is not None and own is not None and other is not None and bare.storage is None
+    cluster = {"data_dir": "/fsx/datasets", "checkpoint_dir": "/fsx/ckpt"}
+    model.with_cluster_storage([bare, own, other], {"pcs_abc": cluster})
+    assert bare.storage == cluster
+    assert own.storage == {"data_dir": "/fsx/own"}
+    assert other.storage is None
+    summary = {"InstanceGroupName": "controller", "InstanceId": "i-h", "InstanceType": "ml.c5.xlarge"}
+    head = model.node_from_hyperpod(
+        "hp", "x1", "us-east-1", summary, None, frozenset({"controller"}), frozenset(), cluster
+    )
+    assert head.storage == cluster
+    assert (
+        model.build_plan([head], {}, ["instance-id"], ssm=False).hostvars["i-h"]["cluster_storage"] == cluster
+    )

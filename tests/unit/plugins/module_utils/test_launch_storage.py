@@ -91,3 +91,24 @@ def test_the_launch_host_s_cluster_storage_fills_an_empty_request() -> None:
     assert with_cluster_storage(empty, {})["training_job_cluster_storage"] == {}
     mine = {"training_job_cluster_storage": given}
     assert with_cluster_storage(mine, {"cluster_storage": storage})["training_job_cluster_storage"] == given
+
+
+def test_a_launch_from_the_controller_takes_the_named_clusters_storage() -> None:
+    """The kubernetes launcher runs on the controller (launch_host=localhost), no host of the cluster; with
+    ``-e cluster=<name>`` the plan takes the storage the inventory gave that cluster's hosts (an EKS cluster's
+    nodes). The launch host's own value wins; an unknown cluster, or none named, gives nothing."""
+    from ansible_collections.trainstack.cluster.plugins.action.training_job_plan import with_cluster_storage
+
+    storage = {"data_dir": "/fsx/datasets", "checkpoint_dir": "/fsx/ckpt"}
+    key = "training_job_cluster_storage"
+    inventory = {
+        "groups": {"cluster_train_eks": ["10.0.0.5", "10.0.0.6"], "all": ["10.0.0.5", "10.0.0.6"]},
+        "hostvars": {"10.0.0.5": {"cluster_storage": storage}, "10.0.0.6": {"cluster_storage": storage}},
+    }
+    empty = {key: {}}
+    assert with_cluster_storage(empty, {**inventory, "cluster": "train-eks"})[key] == storage
+    assert with_cluster_storage(empty, {**inventory, "cluster": "other"})[key] == {}
+    assert with_cluster_storage(empty, inventory)[key] == {}
+    own = {"data_dir": "/home/data"}
+    both = {**inventory, "cluster": "train-eks", "cluster_storage": own}
+    assert with_cluster_storage(empty, both)[key] == own

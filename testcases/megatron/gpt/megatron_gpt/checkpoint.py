@@ -17,6 +17,10 @@ loader copies into every key of that state, ``step`` included, from a file that 
 
 A save is written to ``step-N.tmp`` and renamed by rank 0 after every rank finished, so a resume only ever
 sees whole checkpoints; the same degrees are needed to resume (the files are per rank).
+
+Each file also holds the prepared corpus reader's position (``POSITION``, the training library's
+``ReaderPosition``), so that a resume reads the rows an uninterrupted run would have read next; a file
+written before it was kept holds none and still loads (``OPTIONAL``).
 """
 
 from __future__ import annotations

@@ -118,6 +118,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--log-dir", type=Path, default=None, help="child logs (default: beside --output)")
     parser.add_argument(
+        "--titan-path",
+        default="",
+        help="import path put first for torchtitan's rows only (its lock's pins, e.g. huggingface_hub 2.x, "
+        "would break the Hugging Face rows' transformers if every row had them)",
+    )
+    parser.add_argument(
         "--instance-type",
         default=catalog_peak.DEFAULT_INSTANCE_TYPE,
         help="catalog instance type whose GPU this machine has: MFU is against its bf16_dense_flops",
@@ -750,15 +756,25 @@ def child_main(spec: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- parent side
-def launch(spec: dict[str, Any], timeout: int, log_dir: Path) -> dict[str, Any]:
+def _child_env(spec: dict[str, Any], titan_path: str) -> dict[str, str] | None:
+    """The child's environment: this process's, with ``titan_path`` first on a torchtitan row's path."""
+    if not titan_path or spec["name"] not in TITAN_VARIANTS:
+        return None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(item for item in (titan_path, env.get("PYTHONPATH", "")) if item)
+    return env
+
+
+def launch(spec: dict[str, Any], timeout: int, log_dir: Path, titan_path: str = "") -> dict[str, Any]:
     """One child process; its whole output goes to a log, its result line is parsed."""
     log = log_dir / f"{spec['name']}_b{spec['batch_size']}.log"
     # The child finds bench and trainstack_train as this process did (working directory, PYTHONPATH or the
     # editable install of testcases/common).
     cmd = [sys.executable, "-m", "bench.train_throughput", "--child", json.dumps(spec)]
+    env = _child_env(spec, titan_path)
     started = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         output = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as err:
         output = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
@@ -876,7 +892,7 @@ def parent_main(args: argparse.Namespace) -> int:
     }
     for spec in specs:
         for batch in spec.pop("batches", ladder):
-            result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
+            result = launch({**spec, "batch_size": batch}, args.timeout, log_dir, args.titan_path)
             results.append(result)
             print(_row(result), flush=True)
             # Written after every row: a run stopped from outside still leaves the rows it finished.
@@ -903,7 +919,7 @@ def _document(
         "benchmark": "train_throughput",
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "complete": complete,
-        "environment": environment(),
+        "environment": _with_row_versions(environment(), results),
         "config": args.config,
         "seq_len": args.seq_len,
         "timed_steps": args.steps - args.warmup,
@@ -918,6 +934,12 @@ def _document(
         "comparison": train_report.comparison(results),
         "against_floor": floor.against_floor(results, context["floor_probe"], args.batch_size),
     }
+
+
+def _with_row_versions(env: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    """torchtitan's version as its rows found it: with ``--titan-path`` only they can import it."""
+    found = [row["torchtitan"] for row in results if row.get("torchtitan")]
+    return {**env, "torchtitan": found[0]} if found else env
 
 
 def _write(args: argparse.Namespace, document: dict[str, Any]) -> None:

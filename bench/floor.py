@@ -80,9 +80,44 @@ def summary(
     }
 
 
+# The profiler's kernel categories (bench.train_throughput) that are the floor's two parts; every other
+# category (norms, rotary and SwiGLU fused by Triton, the optimizer, copies and casts, ...) is "the rest".
+FLOOR_PARTS = {"matmul": "gemm", "attention": "attention"}
+
+
+def step_parts(step_ms: float, profile: Mapping[str, Any], floor: Mapping[str, Any]) -> dict[str, Any]:
+    """One variant's step split as the floor is: GEMM kernels, attention kernels and the rest.
+
+    GEMM and attention come from the profiled steps' kernel times; the rest is the timed median step less
+    those two, so it holds every other kernel and the time the GPU waits for the host. Each part is set
+    against its floor (the rest's floor is zero), and the part with the most time over its floor is named:
+    that is what holds the step back.
+    """
+    by_category = profile.get("by_category_ms") or {}
+    gemm = by_category.get("matmul", 0.0)
+    attention = by_category.get("attention", 0.0)
+    other = {k: v for k, v in by_category.items() if k not in FLOOR_PARTS}
+    idle = max(step_ms - gemm - attention - sum(other.values()), 0.0)
+    over = {
+        "gemm": gemm - floor["gemm_ms"],
+        "attention": attention - floor["attention_ms"],
+        "rest": step_ms - gemm - attention,
+    }
+    return {
+        "gemm_ms": gemm,
+        "attention_ms": attention,
+        "rest_ms": over["rest"],
+        "rest_kernels_ms": dict(sorted(other.items(), key=lambda item: -item[1])),
+        "rest_gpu_idle_ms": idle,
+        "over_floor_ms": over,
+        "held_back_by": max(over, key=lambda part: over[part]),
+    }
+
+
 def against_floor(results: list[dict[str, Any]], floor: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
     """Each variant's median step beside the floor (at the probe's batch size only: another batch has
-    another floor): the floor's share of the step and the ms outside it."""
+    another floor): the floor's share of the step, the ms outside it and, for a profiled variant, its step
+    split into the floor's parts (:func:`step_parts`)."""
     floor_ms = floor.get("floor_ms")
     rows: dict[str, Any] = {}
     if not floor_ms:
@@ -95,4 +130,6 @@ def against_floor(results: list[dict[str, Any]], floor: Mapping[str, Any], batch
                 "floor_fraction": floor_ms / step_ms,
                 "outside_floor_ms": step_ms - floor_ms,
             }
+            if row.get("profile"):
+                rows[row["name"]]["parts"] = step_parts(step_ms, row["profile"], floor)
     return rows

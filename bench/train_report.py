@@ -122,7 +122,18 @@ def floor_lines(document: dict[str, Any]) -> list[str]:
             + ", ".join(f"`{name}` {100 * row['floor_fraction']:.0f} %" for name, row in shares.items())
             + "."
         )
+    lines += [part_line(name, row["parts"]) for name, row in shares.items() if row.get("parts")]
     return lines
+
+
+def part_line(name: str, parts: dict[str, Any]) -> str:
+    """One variant's step in the floor's parts, and the part with the most time over its floor."""
+    over = parts["over_floor_ms"]
+    return (
+        f"`{name}`: GEMM {parts['gemm_ms']:.1f} ms ({over['gemm']:+.1f} over its floor), attention "
+        f"{parts['attention_ms']:.1f} ms ({over['attention']:+.1f}), rest {parts['rest_ms']:.1f} ms "
+        f"(GPU idle {parts['rest_gpu_idle_ms']:.1f}); held back by {parts['held_back_by']}."
+    )
 
 
 def plot(document: dict[str, Any], target: Path) -> None:
@@ -136,7 +147,13 @@ def plot(document: dict[str, Any], target: Path) -> None:
     warmup = document.get("warmup", 0)
     names = [r["name"] for r in rows]
     colours = ["tab:orange" if n.startswith(OURS) else "tab:blue" for n in names]
-    fig, (bars, spread) = plt.subplots(1, 2, figsize=(14, 5.5))
+    split = {
+        name: row["parts"] for name, row in (document.get("against_floor") or {}).items() if "parts" in row
+    }
+    fig, axes = plt.subplots(1, 3 if split else 2, figsize=(21 if split else 14, 5.5))
+    bars, spread = axes[0], axes[1]
+    if split:
+        _plot_parts(axes[2], split, document["floor_probe"])
     bars.barh(names, [r["tokens_per_s"] for r in rows], color=colours)
     for index, row in enumerate(rows):
         mfu = f" ({100 * row['mfu']:.1f} % MFU)" if row.get("mfu") else ""
@@ -152,6 +169,26 @@ def plot(document: dict[str, Any], target: Path) -> None:
     fig.tight_layout()
     fig.savefig(target, dpi=110)
     plt.close(fig)
+
+
+def _plot_parts(axis: Any, split: dict[str, Any], probe: dict[str, Any]) -> None:
+    """Each profiled variant's step as GEMM + attention + other kernels + GPU idle; the floor first."""
+    names = ["floor", *split]
+    stacks = {
+        "GEMM": [probe["gemm_ms"], *(p["gemm_ms"] for p in split.values())],
+        "attention": [probe["attention_ms"], *(p["attention_ms"] for p in split.values())],
+        "other kernels": [0.0, *(sum(p["rest_kernels_ms"].values()) for p in split.values())],
+        "GPU idle": [0.0, *(p["rest_gpu_idle_ms"] for p in split.values())],
+    }
+    left = [0.0] * len(names)
+    for label, values in stacks.items():
+        axis.barh(names, values, left=left, label=label)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    axis.axvline(probe["floor_ms"], color="black", linestyle="--", linewidth=1)
+    axis.invert_yaxis()
+    axis.set_xlabel("ms per step: the floor's parts, then the rest (profiled)")
+    axis.set_title("step against its measured floor (dashed)")
+    axis.legend(fontsize=8, loc="lower right")
 
 
 def power_samples(text: str, utc_offset_s: float) -> list[tuple[float, float, float]]:

@@ -101,7 +101,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--batch-ladder", default="", help="try these batch sizes in order; keep the first fit"
     )
-    parser.add_argument("--profile", action="store_true", help="profile 2 steps of `ours` after timing")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile 2 more steps of every variant after its timing"
+    )
     parser.add_argument(
         "--floor",
         action=argparse.BooleanOptionalAction,
@@ -115,6 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--device", default="cuda", help="cpu only to smoke-test this script on a tiny config"
     )
     parser.add_argument("--log-dir", type=Path, default=None, help="child logs (default: beside --output)")
+    parser.add_argument(
+        "--titan-path",
+        default="",
+        help="import path put first for torchtitan's rows only (its lock's pins, e.g. huggingface_hub 2.x, "
+        "would break the Hugging Face rows' transformers if every row had them)",
+    )
     parser.add_argument(
         "--instance-type",
         default=catalog_peak.DEFAULT_INSTANCE_TYPE,
@@ -179,18 +187,29 @@ def _summarise(times: list[float], losses: list[float], spec: dict[str, Any], fl
     }
 
 
-def _profile(step_fn: Any, finish: Any, first_step: int, out_dir: Path, tag: str) -> dict[str, Any]:
-    """Two profiled steps: kernel time by category against wall time shows where the step goes."""
+def _profile(
+    step_fn: Any, first_step: int, out_dir: Path, tag: str, finish: Any | None = None
+) -> dict[str, Any]:
+    """Two profiled steps: kernel time by category against wall time shows where the step goes.
+
+    Every variant is profiled the same way, so that each one's step splits into the floor's parts (GEMM,
+    attention, the rest; bench/floor.py) and the comparison says which part a faster variant wins on.
+    ``finish`` flushes a step function that returns before its work is read (ours); the baselines' step
+    functions need only the synchronize.
+    """
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     started = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for step in range(first_step, first_step + 2):
             step_fn(step)
-        torch.cuda.synchronize()
-    finish(timed=False)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    if finish is not None:
+        finish(timed=False)
     wall = (time.perf_counter() - started) / 2
     categories: dict[str, float] = {}
     kernels: list[tuple[str, float]] = []
@@ -228,6 +247,17 @@ def _profile(step_fn: Any, finish: Any, first_step: int, out_dir: Path, tag: str
         "by_category_ms": dict(sorted(categories.items(), key=lambda item: -item[1])),
         "top_kernels_ms": kernels[:25],
     }
+
+
+def _tag(spec: dict[str, Any]) -> str:
+    """A variant's file tag: its name and batch (a ladder runs one name at several batches)."""
+    return f"{spec['name']}_b{spec['batch_size']}"
+
+
+def _profile_baseline(spec: dict[str, Any], step_fn: Any, result: dict[str, Any]) -> None:
+    """Two more steps of a baseline under the profiler, after its timed steps, when the run asks."""
+    if spec.get("profile"):
+        result["profile"] = _profile(step_fn, spec["steps"], Path(spec["log_dir"]), _tag(spec))
 
 
 def _timed_steps(trainer: Any, steps: int) -> tuple[list[Any], list[float]]:
@@ -288,7 +318,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     result["host_queue_s"] = host
     if spec.get("profile"):
         log_dir = Path(spec["log_dir"])
-        result["profile"] = _profile(trainer.step, trainer.finish, spec["steps"], log_dir, spec["name"])
+        result["profile"] = _profile(trainer.step, spec["steps"], log_dir, _tag(spec), trainer.finish)
     return result
 
 
@@ -382,6 +412,7 @@ def run_hf(spec: dict[str, Any]) -> dict[str, Any]:
     times, losses = _train_loop(spec, one_step)
     result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
     result.update({"params": params, "transformers": transformers.__version__})
+    _profile_baseline(spec, one_step, result)
     result["setup"] = {"compile": compiled, "adamw": "fused" if fused else "foreach", "liger": liger}
     if liger:
         result["liger_kernel"] = _versions("liger-kernel")["liger-kernel"]
@@ -472,6 +503,7 @@ def run_titan(spec: dict[str, Any]) -> dict[str, Any]:
     times, losses = _train_loop(spec, one_step)
     result = _summarise(times, losses, spec, flops_per_token(cfg, params, spec["seq_len"]))
     result.update({"params": params, **_versions("torchtitan")})
+    _profile_baseline(spec, one_step, result)
     result["setup"] = {
         "compile": "per block + loss",
         "adamw": "fused",
@@ -724,15 +756,25 @@ def child_main(spec: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- parent side
-def launch(spec: dict[str, Any], timeout: int, log_dir: Path) -> dict[str, Any]:
+def _child_env(spec: dict[str, Any], titan_path: str) -> dict[str, str] | None:
+    """The child's environment: this process's, with ``titan_path`` first on a torchtitan row's path."""
+    if not titan_path or spec["name"] not in TITAN_VARIANTS:
+        return None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(item for item in (titan_path, env.get("PYTHONPATH", "")) if item)
+    return env
+
+
+def launch(spec: dict[str, Any], timeout: int, log_dir: Path, titan_path: str = "") -> dict[str, Any]:
     """One child process; its whole output goes to a log, its result line is parsed."""
     log = log_dir / f"{spec['name']}_b{spec['batch_size']}.log"
     # The child finds bench and trainstack_train as this process did (working directory, PYTHONPATH or the
     # editable install of testcases/common).
     cmd = [sys.executable, "-m", "bench.train_throughput", "--child", json.dumps(spec)]
+    env = _child_env(spec, titan_path)
     started = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         output = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as err:
         output = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
@@ -824,16 +866,22 @@ def parent_main(args: argparse.Namespace) -> int:
     specs: list[dict[str, Any]] = []
     for name in [item for item in args.variants.split(",") if item]:
         overrides = shared if name == "ours" else {}
-        specs.append(
-            {**base, "name": name, "overrides": overrides, "profile": args.profile and name == "ours"}
-        )
+        specs.append({**base, "name": name, "overrides": overrides, "profile": args.profile})
     ladder = [int(b) for b in args.batch_ladder.split(",") if b] or [args.batch_size]
     for item in args.ours_variant:
         tag, _, text = item.partition(":")
         overrides = {**shared, **_overrides(text)}
         # A variant's own batch_size replaces the ladder for it (the 8B shape's bf16-state recipe fits 48).
         batches = [int(overrides.pop("batch_size"))] if "batch_size" in overrides else ladder
-        specs.append({**base, "name": f"ours_{tag}", "overrides": overrides, "batches": batches})
+        specs.append(
+            {
+                **base,
+                "name": f"ours_{tag}",
+                "overrides": overrides,
+                "batches": batches,
+                "profile": args.profile,
+            }
+        )
     results: list[dict[str, Any]] = []
     context = {
         "peak": peak,
@@ -844,7 +892,7 @@ def parent_main(args: argparse.Namespace) -> int:
     }
     for spec in specs:
         for batch in spec.pop("batches", ladder):
-            result = launch({**spec, "batch_size": batch}, args.timeout, log_dir)
+            result = launch({**spec, "batch_size": batch}, args.timeout, log_dir, args.titan_path)
             results.append(result)
             print(_row(result), flush=True)
             # Written after every row: a run stopped from outside still leaves the rows it finished.
@@ -871,7 +919,7 @@ def _document(
         "benchmark": "train_throughput",
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "complete": complete,
-        "environment": environment(),
+        "environment": _with_row_versions(environment(), results),
         "config": args.config,
         "seq_len": args.seq_len,
         "timed_steps": args.steps - args.warmup,
@@ -886,6 +934,12 @@ def _document(
         "comparison": train_report.comparison(results),
         "against_floor": floor.against_floor(results, context["floor_probe"], args.batch_size),
     }
+
+
+def _with_row_versions(env: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    """torchtitan's version as its rows found it: with ``--titan-path`` only they can import it."""
+    found = [row["torchtitan"] for row in results if row.get("torchtitan")]
+    return {**env, "torchtitan": found[0]} if found else env
 
 
 def _write(args: argparse.Namespace, document: dict[str, Any]) -> None:

@@ -45,8 +45,11 @@ run_bench() {
   local sampler=$! rc
   # torchtitan's row imports torchtitan: its case's lock, carried as for the side-by-side parts.
   carry titan
+  # Only torchtitan's rows get its pins: they include huggingface_hub 2.x, which the machine's transformers
+  # (the Hugging Face rows) refuses.
   # shellcheck disable=SC2086 # TS_BENCH_ARGS is a list of arguments
-  PYTHONPATH="$LIB:$DEPS/titan" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+  PYTHONPATH="$LIB" "$PY" -m bench.train_throughput --steps 24 --warmup 4 --profile --instance-type "$INSTANCE_TYPE" \
+    --titan-path "$DEPS/titan" \
     --output "$OUT/train_throughput_llama3_2_1b.json" --log-dir "$OUT/logs_bench" \
     ${TS_BENCH_ARGS:---ours-variant fsdp:fsdp=true}
   rc=$?

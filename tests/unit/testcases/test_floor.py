@@ -64,3 +64,39 @@ def test_the_report_names_the_floor_and_each_share() -> None:
     text = "\n".join(train_report.floor_lines(document))
     assert "394.0 ms" in text and "1755 MHz" in text and "`ours` 85 %" in text
     assert train_report.floor_lines({"floor_probe": {"ok": False}}) == []
+
+
+def test_a_profiled_step_splits_into_the_floors_parts_and_names_the_one_holding_it_back() -> None:
+    # 500 ms step: GEMM 360 (10 over a 350 floor), attention 50 (6 over 44), other kernels 70, so the rest
+    # (step less GEMM and attention) is 90 ms with 20 ms of idle GPU: the rest holds the step back.
+    profile = {
+        "by_category_ms": {"matmul": 360.0, "attention": 50.0, "triton_fused": 45.0, "optimizer": 25.0}
+    }
+    probe = {"gemm_ms": 350.0, "attention_ms": 44.0, "floor_ms": 394.0}
+    parts = floor.step_parts(500.0, profile, probe)
+    assert parts["gemm_ms"] == 360.0 and parts["attention_ms"] == 50.0
+    assert parts["rest_ms"] == 90.0 and parts["rest_gpu_idle_ms"] == 20.0
+    assert parts["rest_kernels_ms"] == {"triton_fused": 45.0, "optimizer": 25.0}
+    assert parts["over_floor_ms"] == {"gemm": 10.0, "attention": 6.0, "rest": 90.0}
+    assert parts["held_back_by"] == "rest"
+    # GEMMs far off their floor are named instead.
+    slow_gemm = floor.step_parts(600.0, {"by_category_ms": {"matmul": 500.0, "attention": 44.0}}, probe)
+    assert slow_gemm["held_back_by"] == "gemm" and slow_gemm["rest_gpu_idle_ms"] == 56.0
+
+
+def test_only_profiled_rows_carry_parts_and_the_report_prints_them() -> None:
+    rows = [
+        {
+            "name": "ours",
+            "ok": True,
+            "batch_size": 16,
+            "step_time_median_s": 0.5,
+            "profile": {"by_category_ms": {"matmul": 360.0, "attention": 50.0, "other": 30.0}},
+        },
+        {"name": "titan", "ok": True, "batch_size": 16, "step_time_median_s": 0.6},
+    ]
+    probe = {"ok": True, "gemm_ms": 350.0, "attention_ms": 44.0, "floor_ms": 394.0, "replay_ms": 410.0}
+    shares = floor.against_floor(rows, probe, batch_size=16)
+    assert "parts" in shares["ours"] and "parts" not in shares["titan"]
+    text = "\n".join(train_report.floor_lines({"floor_probe": probe, "against_floor": shares}))
+    assert "`ours`: GEMM 360.0 ms (+10.0 over its floor)" in text and "held back by rest" in text

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench.support.lab import REPO
+from bench.support.plotting import pyplot_or_reason
 from scripts import lab_registry
 
 FLAVOURS = ("base", "pytorch")
@@ -106,12 +107,8 @@ def remove_images(out: Path) -> None:
 
 def plot(result: dict, path: Path) -> None:
     """Cold vs warm seconds and the image sizes, side by side (skipped without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot_or_reason()[0]
+    if plt is None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
     left.bar(["cold", "warm"], [result["cold"]["seconds"], result["warm"]["seconds"]], color=["#c44", "#4a4"])

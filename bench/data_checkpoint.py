@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import catalog_peak
+from bench.support.plotting import pyplot_or_reason
 from bench.support.train_run import run_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,12 +127,9 @@ def compare(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def plot(runs: dict[str, dict[str, Any]], comparison: dict[str, Any], target: Path) -> str:
     """Tokens/s of each run, and per checkpoint the time lost against the write time (JSON: if not drawn)."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        return f"not drawn: {err}"
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt, reason = pyplot_or_reason()
+    if plt is None:
+        return f"not drawn: {reason}"
 
     fig, (rates, costs) = plt.subplots(1, 2, figsize=(11, 4))
     names = [name for name in RUNS if runs.get(name, {}).get("ok")]

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.support.plotting import pyplot_or_reason
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "testcases" / "common"
 
@@ -126,12 +128,9 @@ def prepared(tokenizer: Path, args: argparse.Namespace, workers: int, output: Pa
 
 def plot(document: dict[str, Any], target: Path) -> str:
     """Tokens/s per core of the floor and of each worker count; the JSON says when it was not drawn."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        return f"not drawn: {err}"
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt, reason = pyplot_or_reason()
+    if plt is None:
+        return f"not drawn: {reason}"
 
     rows = document["rows"]
     names = list(rows)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import catalog_peak
+from bench.support.plotting import pyplot_or_reason
 from bench.support.train_run import run_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,12 +108,9 @@ def verdict(runs: dict[str, dict[str, Any]], tail: int, tolerance: float) -> dic
 
 def plot(runs: dict[str, dict[str, Any]], document: dict[str, Any], target: Path) -> str:
     """Both loss curves and their difference; the JSON records when matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        return f"not drawn: {err}"
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt, reason = pyplot_or_reason()
+    if plt is None:
+        return f"not drawn: {reason}"
 
     fig, (curves, diff) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, height_ratios=(3, 1))
     losses = {name: run["losses"] for name, run in runs.items() if run.get("ok")}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ from .corpus import MANIFEST, Corpus, Sampler
 from .tokens import FORMAT, ByteTokenizer, TokenFile, prepare
 
 # The token format lives in the torch-free trainstack_train.tokens; its names stay importable from here.
-__all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "ReaderPosition", "TokenFile", "prepare"]
+__all__ = ["FORMAT", "BatchSource", "ByteTokenizer", "ReaderPosition", "Stateful", "TokenFile", "prepare"]
 
 
 class BatchSource:
@@ -150,6 +150,16 @@ class BatchSource:
             rows = rows.pin_memory()
         rows = rows.to(device, non_blocking=True)
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+
+class Stateful(Protocol):
+    """Anything with torch's ``state_dict``/``load_state_dict`` pair: what the cases' own checkpoint modules
+    (megatron/gpt's file per rank, DeepSpeed's client state) save and load, :class:`ReaderPosition` among it.
+    """
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state_dict: Any) -> Any: ...
 
 
 class ReaderPosition:

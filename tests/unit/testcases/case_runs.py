@@ -58,7 +58,8 @@ def metric_lines(stdout: str) -> list[dict]:
 
 
 def run_on_cpu(python: str, entry: Path, summary: Path, *args: str, procs: int = 1) -> dict:
-    """A test case's entrypoint on CPU (torchrun for several processes); its summary with its metric lines."""
+    """A test case's entrypoint on CPU (torchrun for several processes); its summary with its metric lines
+    (``lines``) and what it wrote to stderr (``stderr``)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
     env.pop("WORLD_SIZE", None)
     launcher = [python] if procs == 1 else [python, "-m", "torch.distributed.run", "--standalone"]
@@ -68,7 +69,7 @@ def run_on_cpu(python: str, entry: Path, summary: Path, *args: str, procs: int =
         capture_output=True, text=True, env=env, timeout=900, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {**json.loads(summary.read_text()), "lines": metric_lines(proc.stdout)}
+    return {**json.loads(summary.read_text()), "lines": metric_lines(proc.stdout), "stderr": proc.stderr}
 
 
 def imported_modules(

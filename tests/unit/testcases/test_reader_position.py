@@ -1,8 +1,9 @@
 """The data reader's position through the checkpointers of the cases that save with their framework's own:
 torchtitan's (``torch.distributed.checkpoint`` with a stateful among its states), megatron/gpt's (its own
 ``checkpoint.save``/``load``, one ``torch.save`` file per rank) and DeepSpeed's client state (the case's
-``client_state``/``restore``). Here on CPU without the frameworks: the full runs, which need torchtitan and
-DeepSpeed, are the slow tests of test_torchtitan_llama.py and test_deepspeed_zero3.py.
+``client_state``/``restore``), and a checkpoint of each saved before the position was kept. Here on CPU
+without the frameworks: the full runs, which need torchtitan and DeepSpeed, are the slow tests of
+test_torchtitan_llama.py and test_deepspeed_zero3.py.
 
 What counts: the batches after a restore are the ones an uninterrupted reader gives, and the position is the
 saved one, not one recomputed from the step (a resume with another seed is refused by the position's check).
@@ -17,6 +18,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from ds_llama import checkpoint as ds_checkpoint
 from megatron_gpt import checkpoint as megatron_checkpoint
+from titan_llama import resume as titan_resume
+from torch.distributed.checkpoint.api import CheckpointException
 from trainstack_train import prepare as prep
 from trainstack_train.data import BatchSource, ReaderPosition
 
@@ -67,6 +70,41 @@ def test_through_dcp_as_torchtitan_saves_it(corpus: str, tmp_path: Path, rank: i
     after = resumed(corpus, position, rank)
     assert all(torch.equal(a, b) for a, b in zip(after, whole[SAVED_AT:], strict=True))
     assert not torch.equal(whole[SAVED_AT], whole[0])  # another batch than the first
+
+
+def test_a_torchtitan_checkpoint_without_a_position_resumes_after_its_steps(
+    corpus: str, tmp_path: Path
+) -> None:
+    """Saved before the position was kept: DCP refuses to load a state the checkpoint lacks, so the case reads
+    DCP's metadata first and leaves that state out (torchtitan's ``exclude_from_loading``, which the loop
+    sets); the reader then starts after the samples the saved steps read. The slow test of
+    test_torchtitan_llama.py resumes such a checkpoint through torchtitan itself."""
+    model = torch.nn.Linear(2, 2)
+    dcp.save(
+        {"model": model, "train_state": {"step": torch.tensor(SAVED_AT)}}, checkpoint_id=tmp_path / "step-4"
+    )
+    (tmp_path / "step-6").mkdir()  # a save cut short: no .metadata, not resumed (torchtitan's rule)
+    found = titan_resume.latest(str(tmp_path))
+    assert found == (SAVED_AT, tmp_path / "step-4")
+    skip = titan_resume.absent(found[1])
+    assert skip == [titan_resume.POSITION]
+    position = ReaderPosition()
+    states = {"model": model, titan_resume.POSITION: position}
+    with pytest.raises(
+        CheckpointException, match=r"Missing key in checkpoint state_dict: data_position\.position"
+    ):
+        dcp.load(states, checkpoint_id=found[1])
+    dcp.load({name: state for name, state in states.items() if name not in skip}, checkpoint_id=found[1])
+    assert position.loaded is None
+    whole = read(source(corpus), range(STEPS))
+    assert all(torch.equal(a, b) for a, b in zip(resumed(corpus, position), whole[SAVED_AT:], strict=True))
+
+
+def test_a_torchtitan_checkpoint_with_a_position_leaves_out_nothing(corpus: str, tmp_path: Path) -> None:
+    dcp.save({titan_resume.POSITION: stopped(corpus)}, checkpoint_id=tmp_path / "step-4")
+    assert titan_resume.latest(str(tmp_path)) == (SAVED_AT, tmp_path / "step-4")
+    assert titan_resume.absent(tmp_path / "step-4") == []
+    assert titan_resume.latest(str(tmp_path / "none")) is None and titan_resume.latest("") is None
 
 
 def test_through_megatron_gpts_checkpoint_files(corpus: str, tmp_path: Path) -> None:

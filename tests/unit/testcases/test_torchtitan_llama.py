@@ -1,12 +1,14 @@
 """torchtitan/llama: its argument rules (fast, no torch), and on CPU with torchtitan itself (slow: its
 dependencies live in the slow wheelhouse) that the tiny shape learns deterministically, that the metric lines
 are pytorch/fsdp's, and that torchtitan's checkpoints resume a 2-process FSDP run on the uninterrupted curve,
-on synthetic data and on a prepared corpus (the reader's position travels in the checkpoint).
+on synthetic data and on a prepared corpus (the reader's position travels in the checkpoint; a checkpoint
+saved before it did resumes from its step).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -162,4 +164,39 @@ def test_a_resume_on_a_prepared_corpus_reads_the_uninterrupted_runs_batches(tita
     tail = run(titan_python, tmp_path, "tail", *common, procs=2)
     assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
     assert len(set(whole["losses"])) == 6
+    assert head["losses"] + tail["losses"] == whole["losses"]
+
+
+def without_position(checkpoint: Path, work: Path) -> None:
+    """Rewrite a DCP checkpoint without ``data_position``, as the case saved it before it kept the reader's
+    position (DCP's own converters: the whole checkpoint into one file and back, less that state)."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+
+    whole = work / "whole.pt"
+    dcp_to_torch_save(checkpoint, whole)
+    state = torch.load(whole, weights_only=False)
+    del state["data_position"]
+    torch.save(state, whole)
+    shutil.rmtree(checkpoint)
+    torch_save_to_dcp(whole, checkpoint)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_saved_before_the_position_was_kept_resumes_from_its_step(titan_python, tmp_path):
+    """Without ``data_position`` (DCP alone would refuse the missing key) the run resumes, and says so: the
+    reader starts after the samples the saved steps read, where the uninterrupted run's reader stood."""
+    from titan_llama import resume
+
+    data = ("--data", str(prepared_corpus(tmp_path)), "--steps", "6", "--batch-size", "4", "--seq-len", "32")
+    ckpt = tmp_path / "ckpt"
+    whole = run(titan_python, tmp_path, "whole", *data, procs=2)
+    common = (*data, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "3")
+    head = run(titan_python, tmp_path, "head", *common, "--max-steps-this-run", "3", procs=2)
+    without_position(ckpt / "step-3", tmp_path)
+    assert resume.absent(ckpt / "step-3") == ["data_position"]
+    tail = run(titan_python, tmp_path, "tail", *common, procs=2)
+    assert tail["resumed_from_step"] == 3 and tail["steps_this_run"] == 3
+    assert resume.derived_position_note(ckpt / "step-3", 3) in tail["stderr"]
+    assert "derived from step 3" in tail["stderr"]
     assert head["losses"] + tail["losses"] == whole["losses"]

@@ -12,19 +12,13 @@ case saves with ``save_latest=False`` and rank 0 writes ``latest`` itself, atomi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from trainstack_train.data import Stateful
 
 LATEST = "latest"
 # The client-state key of the reader's position (absent from checkpoints saved before it was kept).
 POSITION = "data_position"
-
-
-class Stateful(Protocol):
-    """Anything with torch's ``state_dict``/``load_state_dict`` pair (here: the reader's position)."""
-
-    def state_dict(self) -> Any: ...
-
-    def load_state_dict(self, state_dict: Any) -> Any: ...
 
 
 def tag(step: int) -> str:

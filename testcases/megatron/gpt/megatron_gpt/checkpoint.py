@@ -28,24 +28,17 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from trainstack_train.data import Stateful
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
 # The data reader's position (trainstack_train.data.ReaderPosition); a checkpoint saved before it was kept
 # holds none, and the reader then starts after the samples the saved steps read.
 POSITION = "data_position"
 OPTIONAL = frozenset({POSITION})
-
-
-class Stateful(Protocol):
-    """Anything with torch's ``state_dict``/``load_state_dict`` pair."""
-
-    def state_dict(self) -> Any: ...
-
-    def load_state_dict(self, state_dict: Any) -> Any: ...
 
 
 def _barrier() -> None:

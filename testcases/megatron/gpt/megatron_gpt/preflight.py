@@ -29,7 +29,7 @@ import torch.distributed as dist
 from megatron.core import parallel_state
 from torch import nn
 from trainstack_train.config import MODEL_CONFIGS
-from trainstack_train.data import BatchSource
+from trainstack_train.data import BatchSource, Stateful
 from trainstack_train.metrics import Summary, now
 from trainstack_train.parallel import DistInfo, init_distributed
 
@@ -199,7 +199,7 @@ def check_data(cfg: TrainConfig, vocab_size: int) -> tuple[Check, dict[str, Any]
 def check_checkpoint(cfg: TrainConfig, model: nn.Module, rank: int, world: int) -> Check:
     """The case's checkpoint module round trip: save (every rank its file), perturb, load, compare, remove."""
     root = Path(cfg.checkpoint_dir) / ROUND_TRIP_DIR
-    states: dict[str, checkpoint.Stateful] = {"model": model}
+    states: dict[str, Stateful] = {"model": model}
     before = {k: v.clone() for k, v in model.state_dict().items() if torch.is_tensor(v)}
     published = checkpoint.save(root, ROUND_TRIP_STEP, states)
     own = published / f"rank-{rank:05d}.pt"

@@ -10,6 +10,7 @@ containers and its ``CheckpointManager``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,8 +146,10 @@ class Built:
     last_stage: bool
     params: int
 
-    def checkpointer(self, states: dict[str, Any]) -> CheckpointManager:
-        """torchtitan's ``CheckpointManager`` over our model parts, optimizer, schedule and ``states``."""
+    def checkpointer(self, states: dict[str, Any], skip: Sequence[str] = ()) -> CheckpointManager:
+        """torchtitan's ``CheckpointManager`` over our model parts, optimizer, schedule and ``states``; it
+        saves them all and loads all but ``skip`` (states the checkpoint to resume does not hold)."""
+        self.job.checkpoint.exclude_from_loading = list(skip)
         return CheckpointManager(
             dataloader=None,
             model_parts=self.parts,

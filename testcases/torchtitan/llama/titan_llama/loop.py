@@ -8,18 +8,21 @@ for the GPU in between), and the last line and the one before a checkpoint carry
 Resume: torchtitan's ``CheckpointManager`` loads the highest ``step-N`` under ``--checkpoint-dir``; the step
 travels in its state (``train_state``), and so does the reader's position in a prepared corpus
 (``data_position``, the shared :class:`~trainstack_train.data.ReaderPosition`), so the next batch, and the
-curve, are the uninterrupted run's.
+curve, are the uninterrupted run's. A checkpoint saved before the position was kept resumes too: the reader
+starts after the samples the saved steps read (:mod:`.resume`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
+from torchtitan.components.checkpoint import CheckpointManager
 from torchtitan.distributed import utils as dist_utils
 from trainstack_train.data import BatchSource, ReaderPosition
 from trainstack_train.metrics import (
@@ -35,6 +38,7 @@ from trainstack_train.metrics import (
 )
 from trainstack_train.parallel import DistInfo, init_distributed
 
+from . import resume
 from .build import Built, build, global_tokens, use_compile
 from .config import TrainConfig
 
@@ -63,8 +67,7 @@ class Trainer:
         self.built: Built = build(cfg, info.device, info.world_size)
         self.state = TrainState()
         self.position = ReaderPosition()
-        self.checkpoint = self.built.checkpointer({"train_state": self.state, "data_position": self.position})
-        self.checkpoint.load(step=-1)
+        self.checkpoint = self._load_latest({"train_state": self.state, resume.POSITION: self.position})
         self.start_step = self.state.step
         dims = self.built.dims
         # Ranks of one data-parallel group read the same rows: TP and PP split a batch, FSDP the global one.
@@ -88,6 +91,21 @@ class Trainer:
         self.losses: list[float] = []
         self.pending: tuple[int, torch.Tensor, float] | None = None
         self.clock: float | None = None
+
+    def _load_latest(self, states: dict[str, Stateful]) -> CheckpointManager:
+        """torchtitan's checkpointer, once it has loaded the latest checkpoint under ``--checkpoint-dir``.
+
+        A checkpoint saved before the reader's position was kept holds no ``data_position``: that state is
+        left out of the load (DCP would refuse the missing key) and the reader is placed from the step.
+        """
+        found = resume.latest(self.cfg.checkpoint_dir) if self.cfg.checkpoint_dir else None
+        skip = resume.absent(found[1]) if found else []
+        manager = self.built.checkpointer(states, skip)
+        if found:
+            manager.load(step=found[0])
+            if resume.POSITION in skip and self.info.is_main:
+                print(resume.derived_position_note(found[1], self.state.step), file=sys.stderr, flush=True)
+        return manager
 
     def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """This rank's share of the global mean loss, back-propagated; under PP only last stages hold one."""

@@ -1,6 +1,6 @@
-"""The scale benchmark's result as a PNG and as the Markdown table docs/performance.md shows.
+"""The scale benchmark's result as a PNG and as the Markdown table docs/inventory-scale.md shows.
 
-Usage: ``python -m bench.inventory.report bench/results/inventory_50k.json [--doc docs/performance.md]``
+Usage: ``python -m bench.inventory.report bench/results/inventory_50k.json [--doc docs/inventory-scale.md]``
 (writes the .png beside the JSON, which needs matplotlib, prints the table, and with --doc puts it between
 the page's inventory-table markers). The figures are the medians the JSON holds; a run that was
 cut off is drawn as its cut-off time, hatched, and written as `>= N (cut off)`.

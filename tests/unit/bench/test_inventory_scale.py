@@ -237,12 +237,12 @@ def test_render_puts_the_table_between_the_markers_only():
 
 
 def test_reference_page_shows_the_committed_result():
-    """docs/performance.md's inventory table is bench/results/inventory_50k.json, rendered."""
+    """docs/inventory-scale.md's inventory table is bench/results/inventory_50k.json, rendered."""
     from pathlib import Path
 
     from bench.inventory import report
 
     root = Path(__file__).resolve().parents[3]
     document = json.loads((root / "bench" / "results" / "inventory_50k.json").read_text(encoding="utf-8"))
-    page = (root / "docs" / "performance.md").read_text(encoding="utf-8")
+    page = (root / "docs" / "inventory-scale.md").read_text(encoding="utf-8")
     assert report.table(document) in page

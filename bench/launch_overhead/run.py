@@ -13,6 +13,7 @@ Writes JSON (medians, phases, per-task medians and every sample) to bench/result
 stacked-bar PNG beside it where matplotlib imports (`PYTHONPATH=<dir of a matplotlib install>`).
 
     python -m bench.launch_overhead.run [--runs 5]      # make bench-launch
+    python -m bench.launch_overhead.run --table A.json [B.json]   # markdown table of phases, side by side
 """
 
 from __future__ import annotations
@@ -215,11 +216,43 @@ def plot(result: dict[str, Any], target: Path) -> str:
     return stacked_bars(bars, target, title=title)
 
 
+def table(documents: list[dict[str, Any]], names: list[str]) -> str:
+    """Markdown: the medians and each phase's median, one column per result file (a phase absent is blank)."""
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label: str, values: list[float | None]) -> None:
+        rows.append((label, ["" if v is None else f"{v:.2f}" for v in values]))
+
+    launches = [d["launch_training"] for d in documents]
+    row("**start to RUNNING (median)**", [x["start_to_running_s_median"] for x in launches])
+    for key in ("start_to_running_phases_median",):
+        for phase in dict.fromkeys(p for x in launches for p in x.get(key, {})):
+            row(f"&nbsp;&nbsp;{phase}", [x.get(key, {}).get(phase) for x in launches])
+    row(
+        "**bare sbatch to RUNNING (median)**",
+        [d["bare_sbatch"]["submit_to_running_s_median"] for d in documents],
+    )
+    row("**job end to results (median)**", [x["end_to_results_s_median"] for x in launches])
+    for phase in dict.fromkeys(p for x in launches for p in x.get("end_to_results_phases_median", {})):
+        row(f"&nbsp;&nbsp;{phase}", [x.get("end_to_results_phases_median", {}).get(phase) for x in launches])
+    lines = [f"| seconds | {' | '.join(names)} |", f"|---|{'---:|' * len(names)}"]
+    lines += [f"| {label} | {' | '.join(values)} |" for label, values in rows]
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "launch_overhead.json")
+    parser.add_argument(
+        "--table", type=Path, nargs="+", help="print a markdown table of these results, run nothing"
+    )
     args = parser.parse_args()
+    if args.table:
+        print(
+            table([json.loads(path.read_text()) for path in args.table], [path.stem for path in args.table])
+        )
+        return 0
     name = f"bench-launch-{os.getpid()}"
     timeline = Path(f"/tmp/ts-bench-timeline-{os.getpid()}.jsonl")
     timed_launch(name, timeline)  # stages payload and virtualenv; not counted

@@ -81,7 +81,7 @@ def test_the_virtualenv_key_follows_the_lock(tmp_path: Path) -> None:
 
 
 def test_the_install_task_uses_the_staged_lock_with_hashes() -> None:
-    stage = DataLoader().load_from_file(str(ROLE / "tasks" / "stage.yml"), trusted_as_template=True)
+    stage = DataLoader().load_from_file(str(ROLE / "tasks" / "stage-missing.yml"), trusted_as_template=True)
     block = next(task for task in stage if task.get("name") == "Build the test case's virtualenv")["block"]
     install = next(task for task in block if task["name"] == "Install the locked requirements")
     argv = render(install["ansible.builtin.command"]["argv"], training_job_wheelhouse="/wheels")

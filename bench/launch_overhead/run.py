@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.lab import LAB_SSH, REPO, VENV_BIN, ansible_env
-from bench.support.plot import stacked_bars
+from bench.support.plotting import stacked_bars
 
 CALLBACK_DIR = Path(__file__).resolve().parent / "callback"
 SUBMIT_TASK = "Submit the job (or adopt the queued job of the same name)"

@@ -42,6 +42,8 @@ def test_pytorch_cuda_carries_the_stacks_gpu_line_on_base() -> None:
         "efa_skip_kmod": True,
         "efa_manage_limits": True,
         "efa_installer_verify": False,
+        # An ordinary task: a background job would outlive the `buildah run` of its task.
+        "efa_installer_timeout": 0,
         "efa_bundled_plugin": False,
     }
     assert entry["vars"]["aws_ofi_nccl_libfabric_home"] == "/opt/amazon/efa"

@@ -257,9 +257,12 @@ def layer_key_inputs(
     rebuilds its children), the checksums of the files its roles and the plugins hold (``files``: the find
     results under ``root``), and the settings that change what it installs.
 
-    ``settings``: artifact_mirror_url, host_ca_certs, cuda_archs and source_mirror (a gpu layer's only),
-    rootfs (the first layer's: the Debian suite and mirror), pytorch_wheelhouse (the wheels' names and sizes
-    count when the layer runs pytorch from a wheelhouse, ``wheels`` being that directory's find results).
+    ``settings``: artifact_mirror_url, host_ca_certs, cuda_archs, source_mirror and source_mirror_artifacts
+    (a gpu layer's only; the last, the sha256s of the source mirror's own lock, which vouch for a download the
+    stack does not pin, such as a mirror's EFA installer: other bytes must build the layer again; {} when
+    absent), rootfs (the first layer's: the Debian suite and mirror), pytorch_wheelhouse (the wheels' names
+    and sizes count when the layer runs pytorch from a wheelhouse, ``wheels`` being that directory's find
+    results).
     """
     entry = table[name]
     own = roles[name]
@@ -283,6 +286,7 @@ def layer_key_inputs(
             "host_ca_certs": bool(settings["host_ca_certs"]),
             "cuda_archs": list(settings["cuda_archs"]) if gpu else [],
             "source_mirror": settings["source_mirror"] if gpu else "",
+            "source_mirror_artifacts": dict(settings.get("source_mirror_artifacts") or {}) if gpu else {},
             "rootfs": list(settings["rootfs"]) if not entry.get("parent") else [],
             "wheels": sorted([os.path.basename(str(w["path"])), w["size"]] for w in wheels)
             if runs_pytorch and len(wheelhouse) > 0

@@ -34,8 +34,20 @@ def test_every_flavour_is_built_by_one_import_in_table_order() -> None:
 def test_pytorch_cuda_carries_the_stacks_gpu_line_on_base() -> None:
     entry = TABLE["pytorch-cuda"]
     assert entry["parent"] == "base" and entry["gpu"] is True
-    assert [r["role"] for r in entry["roles"]] == ["cuda", "aws_ofi_nccl", "nccl_tests", "pytorch"]
+    assert [r["role"] for r in entry["roles"]] == ["cuda", "efa", "aws_ofi_nccl", "nccl_tests", "pytorch"]
     assert entry["vars"]["cuda_source"] == "wheels"
+    # EFA's user space as an AMI gets it, with a container's installer switches (-y --skip-kmod
+    # --skip-limit-conf --no-verify), and aws-ofi-nccl built against it with the AMI's platform.
+    assert {k: v for k, v in entry["vars"].items() if k.startswith("efa_") and k != "efa_work_dir"} == {
+        "efa_skip_kmod": True,
+        "efa_manage_limits": True,
+        "efa_installer_verify": False,
+        # An ordinary task: a background job would outlive the `buildah run` of its task.
+        "efa_installer_timeout": 0,
+        "efa_bundled_plugin": False,
+    }
+    assert entry["vars"]["aws_ofi_nccl_libfabric_home"] == "/opt/amazon/efa"
+    assert "aws_ofi_nccl_platform_aws" not in entry["vars"]
     assert entry["vars"]["pytorch_wheelhouse"] == ""
     # The layer hands the pytorch role its flavour's test cases: none here, one in each flavour on it.
     assert not entry.get("testcases")
@@ -66,7 +78,9 @@ def test_every_catalog_case_has_a_flavour_but_the_source_built_one() -> None:
 
 @pytest.mark.parametrize("flavour", ["pytorch-cuda", *sorted(CASE_FLAVOURS)])
 def test_downloads_and_builds_stay_in_the_mounted_caches(flavour: str) -> None:
-    places = {k: v for k, v in TABLE[flavour]["vars"].items() if k.endswith(("_build_dir", "_cache_dir"))}
+    places = {
+        k: v for k, v in TABLE[flavour]["vars"].items() if k.endswith(("_build_dir", "_cache_dir", "_work_dir"))
+    }
     assert places, flavour
     outside = {k: v for k, v in places.items() if not any(v.startswith(m + "/") for m in MOUNTS)}
     assert outside == {}

@@ -110,6 +110,16 @@ def test_each_bad_input_fails_its_rule(
     assert any(fragment in m for m in messages), messages
 
 
+def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    lock = tmp_path / "lock.json"
+    lock.write_text('{"artifacts": {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "00"}}}')
+    assert failed_rules(monkeypatch, container_source_mirror_lock=str(lock)) == []
+    (tmp_path / "other.json").write_text('{"artifacts": []}')
+    for bad in (tmp_path / "missing.json", tmp_path / "other.json"):
+        messages = failed_rules(monkeypatch, container_source_mirror_lock=str(bad))
+        assert [m for m in messages if m.startswith(f"container_source_mirror_lock={bad}: a lock file")], messages
+
+
 def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     messages = failed_rules(monkeypatch, isolation="oci")
     assert any(m.startswith("BUILDAH_ISOLATION=oci") for m in messages), messages

@@ -100,7 +100,9 @@ def test_chain_roles_and_gpu_components_accumulate_once() -> None:
     ]
     # Only gpu layers read the stack's GPU line: base (not gpu) adds no component.
     assert layers["base"]["gpu_components"] == []
-    assert case["gpu_components"] == ["cuda", "aws_ofi_nccl", "nccl_tests", "pytorch"]
+    # pytorch-cuda's efa entry equals base's (skipped there: the stack pins no EFA for the lab's Debian 12);
+    # its component is read from the GPU line in pytorch-cuda's layer.
+    assert case["gpu_components"] == ["cuda", "efa_installer", "aws_ofi_nccl", "nccl_tests", "pytorch"]
 
 
 def test_a_stack_id_that_makes_no_tag_is_refused() -> None:
@@ -239,6 +241,7 @@ SETTINGS = {
     "host_ca_certs": True,
     "cuda_archs": ["sm_90"],
     "source_mirror": "http://sources",
+    "source_mirror_artifacts": {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "ab"}},
     "rootfs": ["bookworm", "http://deb.debian.org/debian"],
     "pytorch_wheelhouse": "/wheels",
 }
@@ -307,6 +310,7 @@ def test_only_the_settings_that_change_a_layer_are_in_its_key() -> None:
         "host_ca_certs": True,
         "cuda_archs": [],
         "source_mirror": "",
+        "source_mirror_artifacts": {},
         "rootfs": ["bookworm", "http://deb.debian.org/debian"],
         "wheels": [],
     }
@@ -318,5 +322,19 @@ def test_only_the_settings_that_change_a_layer_are_in_its_key() -> None:
     assert inputs("pytorch", ["pytorch"], {**SETTINGS, "pytorch_wheelhouse": ""})["variables"]["wheels"] == []
     cuda = inputs("pytorch-cuda", ["pytorch-cuda"])["variables"]
     assert cuda["cuda_archs"] == ["sm_90"] and cuda["source_mirror"] == "http://sources"
+    # The sha256s the source mirror's lock vouches for (its EFA installer): other bytes, another layer.
+    assert cuda["source_mirror_artifacts"] == SETTINGS["source_mirror_artifacts"]
+    unlocked = {k: v for k, v in SETTINGS.items() if k != "source_mirror_artifacts"}
+    assert inputs("pytorch-cuda", ["pytorch-cuda"], unlocked)["variables"]["source_mirror_artifacts"] == {}
     # The CUDA flavours install torch from the index (their vars set pytorch_wheelhouse ""): no wheels.
     assert cuda["wheels"] == []
+
+
+def test_pytorch_cudas_key_covers_the_efa_role() -> None:
+    """The EFA installer's inputs build pytorch-cuda again: the role's files (its switches, its steps) here, the
+    stack's pin and lock and the mirror's lock above; base, which skips efa on Debian 12, is keyed by it too."""
+    roles = cf.plan_roles(TABLE, ["pytorch-cuda"], FACTORY, HOST_ROLES)["roles"]
+    files = [*FILES, {"path": f"{ROOT}/roles/efa/tasks/install_steps.yml", "checksum": "sum-efa"}]
+    own = cf.layer_key_inputs(TABLE, "pytorch-cuda", roles, KEYS, files, ROOT, SETTINGS, WHEELS)
+    assert ["roles/efa/tasks/install_steps.yml", "sum-efa"] in own["files"]
+    assert {"role": "efa", "components": ["efa_installer"]} in own["roles"]

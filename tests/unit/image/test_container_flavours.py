@@ -78,9 +78,8 @@ def test_every_catalog_case_has_a_flavour_but_the_source_built_one() -> None:
 
 @pytest.mark.parametrize("flavour", ["pytorch-cuda", *sorted(CASE_FLAVOURS)])
 def test_downloads_and_builds_stay_in_the_mounted_caches(flavour: str) -> None:
-    places = {
-        k: v for k, v in TABLE[flavour]["vars"].items() if k.endswith(("_build_dir", "_cache_dir", "_work_dir"))
-    }
+    suffixes = ("_build_dir", "_cache_dir", "_work_dir")
+    places = {k: v for k, v in TABLE[flavour]["vars"].items() if k.endswith(suffixes)}
     assert places, flavour
     outside = {k: v for k, v in places.items() if not any(v.startswith(m + "/") for m in MOUNTS)}
     assert outside == {}

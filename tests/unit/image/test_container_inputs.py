@@ -117,7 +117,8 @@ def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyP
     (tmp_path / "other.json").write_text('{"artifacts": []}')
     for bad in (tmp_path / "missing.json", tmp_path / "other.json"):
         messages = failed_rules(monkeypatch, container_source_mirror_lock=str(bad))
-        assert [m for m in messages if m.startswith(f"container_source_mirror_lock={bad}: a lock file")], messages
+        refusal = f"container_source_mirror_lock={bad}: a lock file"
+        assert [m for m in messages if m.startswith(refusal)], messages
 
 
 def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -331,8 +331,9 @@ def test_only_the_settings_that_change_a_layer_are_in_its_key() -> None:
 
 
 def test_pytorch_cudas_key_covers_the_efa_role() -> None:
-    """The EFA installer's inputs build pytorch-cuda again: the role's files (its switches, its steps) here, the
-    stack's pin and lock and the mirror's lock above; base, which skips efa on Debian 12, is keyed by it too."""
+    """The EFA installer's inputs build pytorch-cuda again: the role's files (its switches, its steps)
+    here, the stack's pin and lock and the mirror's lock above; base, which skips efa on Debian 12, is keyed
+    by it too."""
     roles = cf.plan_roles(TABLE, ["pytorch-cuda"], FACTORY, HOST_ROLES)["roles"]
     files = [*FILES, {"path": f"{ROOT}/roles/efa/tasks/install_steps.yml", "checksum": "sum-efa"}]
     own = cf.layer_key_inputs(TABLE, "pytorch-cuda", roles, KEYS, files, ROOT, SETTINGS, WHEELS)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import free_port
 from tests.unit.testcases.case_runs import LIBRARY, imported_modules, run_on_cpu, slow_python
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -144,7 +145,13 @@ def jax_python() -> str:
 
 
 def run(python: str, tmp_path: Path, name: str, *args: str, procs: int = 1) -> dict:
-    """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines."""
+    """The entrypoint on CPU (torchrun for several processes); returns the summary with the metric lines.
+
+    Several processes get a coordinator port that was free a moment ago: the default, torchrun's port + 1,
+    may be held by another test's connection on a busy host, and JAX's coordinator then fails to bind.
+    """
+    if procs > 1:
+        args = (*args, "--coordinator-port", str(free_port()))
     return run_on_cpu(python, ENTRY, tmp_path / f"{name}.json", *args, procs=procs)
 
 

@@ -166,7 +166,9 @@ def run_playbook(extra_vars: dict[str, Any], *, raw_keys: bool = False) -> dict[
         )
         out = work / "out.json"
         if not out.exists():
-            tail = proc.stdout[-4000:]
+            # stderr too: a playbook that stops before its first task (a collection it cannot load, a
+            # syntax error) says why only there.
+            tail = proc.stdout[-4000:] + "\n--- stderr ---\n" + proc.stderr[-4000:]
             raise AssertionError(f"ansible-playbook wrote no record ({proc.returncode}):\n{tail}")
         return {**json.loads(out.read_text()), "rc": proc.returncode}
 

@@ -159,6 +159,9 @@ def run_playbook(extra_vars: dict[str, Any], *, raw_keys: bool = False) -> dict[
             ],
             env=env,
             cwd=REPO,
+            # A standard input of its own: a buildah run earlier in the same pytest process leaves the shared
+            # one non-blocking, and ansible-playbook refuses to start on that.
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=600,

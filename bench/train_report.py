@@ -76,6 +76,14 @@ def _label(row: dict[str, Any]) -> str:
     return f"ours, `{tag}` variant"
 
 
+def _failure(row: dict[str, Any]) -> str:
+    """The error's first sentence: enough to tell an out-of-memory from a crash in a table cell. The whole
+    message stays in the JSON; a cell that quotes it (allocator sizes, free memory) crowds the table out."""
+    lines = str(row.get("error", "")).splitlines() or [""]
+    sentence = lines[0].split(". ")[0].rstrip(".")
+    return sentence[:120].replace("|", "/")
+
+
 def table(document: dict[str, Any]) -> str:
     """Markdown table of every variant, then the line naming the strongest baseline and the ratio."""
     lines = [
@@ -84,8 +92,7 @@ def table(document: dict[str, Any]) -> str:
     ]
     for row in document["results"]:
         if not row.get("ok"):
-            error = str(row.get("error", "")).splitlines()[0][:120].replace("|", "/")
-            lines.append(f"| {_label(row)} | failed: {error} | | | | |")
+            lines.append(f"| {_label(row)} | failed: {_failure(row)} | | | | |")
             continue
         lines.append(
             f"| {_label(row)} | {row['tokens_per_s']:,.0f} | {row['tflops_per_gpu']:.1f} | "

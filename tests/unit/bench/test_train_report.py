@@ -65,6 +65,15 @@ def test_table_lists_every_row_and_names_the_strongest() -> None:
     )
 
 
+def test_a_failed_row_shows_its_errors_first_sentence_only() -> None:
+    error = (
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 15.66 GiB. GPU 0 has a total capacity of 79"
+    )
+    text = train_report.table({"results": [_row("hf_fsdp2", None, error), _row("ours", 60_000)]})
+    assert "| failed: OutOfMemoryError: CUDA out of memory | | | | |" in text
+    assert "Tried to allocate" not in text
+
+
 @pytest.mark.parametrize("config", ["llama3_2_1b", "llama3_1_8b"])
 def test_the_docs_table_is_the_committed_json_rendered(config: str) -> None:
     """docs/performance.md's comparisons are made from the newest committed JSON of each shape, never edited

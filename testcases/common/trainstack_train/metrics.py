@@ -85,9 +85,17 @@ class StepTimer:
 
 
 def emit(record: dict[str, Any]) -> None:
-    """One machine-readable line; the launcher greps for the prefix."""
-    sys.stdout.write(METRIC_PREFIX + json.dumps(record, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    """One machine-readable line, written to the stdout descriptor in a single ``write``.
+
+    Why one system call: ranks that share a pipe (torchrun's, a job's log) would otherwise interleave their
+    text and newline writes (``print`` makes two, and Python unbuffered makes each a system call), and two
+    records would land on one line. A pipe keeps a write of at most ``PIPE_BUF`` (4096) bytes whole.
+    """
+    sys.stdout.flush()  # what was printed before stays before the record
+    data = (METRIC_PREFIX + json.dumps(record, sort_keys=True) + "\n").encode()
+    written = 0
+    while written < len(data):
+        written += os.write(sys.stdout.fileno(), data[written:])
 
 
 def report(record: dict[str, Any] | None, is_main: bool) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainstack_train import prepare
+from trainstack_train.metrics import emit
 
 from .config import PrepareConfig
 
@@ -28,7 +29,6 @@ TESTCASE = "data/prepare"
 # it to tokenizer.json once its own checks pass, so a refused output never has its tokenizer.json replaced.
 TRAINED = ".tokenizer-trained.json"
 TRAINED_FOR = ".tokenizer-trained.for.json"
-METRIC = "TRAINSTACK_METRIC "
 
 
 @dataclass
@@ -113,7 +113,7 @@ def _metric_lines(outcome: RankOutcome, entries: dict[int, dict[str, Any]]) -> N
             "seconds": round(outcome.seconds, 3),
             "skipped": shard in outcome.skipped,
         }
-        print(METRIC + json.dumps(line), flush=True)
+        emit(line)
 
 
 def _summary(

@@ -6,7 +6,6 @@ import json
 import os
 import resource
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from trainstack_train.metrics import torch_record
+from trainstack_train.metrics import PEAK_UNKNOWN, emit, torch_record
 
 from .config import DDPConfig
 from .data import batch
 from .model import NGramLM
 
-METRIC_PREFIX = "TRAINSTACK_METRIC "
-# Why MFU is null when no peak was given (the summary's ``mfu_note``).
-PEAK_UNKNOWN = "peak unknown: launch with an instance type (training_job_instance_type) or pass --peak-tflops"
 CHECKPOINT = "ddp_state.pt"
 
 
@@ -103,8 +99,7 @@ def train(cfg: DDPConfig) -> dict[str, Any]:
             record = {"step": step + 1, "loss": losses[-1], "tokens_per_s": rate, "step_time_s": times[-1]}
             record["tflops_per_gpu"] = rate / world * flops_sample / 1e12
             record["mfu"] = record["tflops_per_gpu"] / peak if peak else None
-            sys.stdout.write(METRIC_PREFIX + json.dumps(record) + "\n")
-            sys.stdout.flush()
+            emit(record)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             _save(cfg, step + 1, model, optimizer)
     window = times[cfg.metric_warmup_steps :] or times

@@ -19,17 +19,21 @@ PLAYBOOK = REPO / "playbooks" / "build_container.yml"
 
 
 def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
-    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them
-    (the flavour table's and the request's problems, then the other rules)."""
+    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them:
+    its tasks' set_facts (the source mirror's lock, read once) in order, then the refusal's own message (the
+    flavour table's and the request's problems, the lock's, then the other rules)."""
     monkeypatch.setenv("BUILDAH_ISOLATION", isolation)
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     variables = {**trust_role_data(play["vars"]), "playbook_dir": str(PLAYBOOK.parent), **overrides}
     templar = Templar(loader=DataLoader(), variables=variables)
-    expression = (
-        "{{ __container_flavour_problems"
-        " + __container_input_rules | rejectattr('ok') | map(attribute='msg') | list }}"
-    )
-    return [str(m) for m in templar.template(trust_as_template(expression))]
+    for task in play["tasks"]:
+        if "ansible.builtin.assert" in task:
+            message = task["ansible.builtin.assert"]["fail_msg"]
+            return [str(m) for m in templar.template(trust_as_template(message))]
+        for name, value in task["ansible.builtin.set_fact"].items():
+            variables[name] = templar.template(trust_as_template(value))
+            templar = Templar(loader=DataLoader(), variables=variables)
+    raise AssertionError(f"{PLAYBOOK}: the first play refuses nothing")
 
 
 GOOD = [
@@ -111,6 +115,7 @@ def test_each_bad_input_fails_its_rule(
 
 
 def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The playbook's wiring of the lock's check (its rules: test_container_flavours.py)."""
     lock = tmp_path / "lock.json"
     lock.write_text('{"artifacts": {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "00"}}}')
     assert failed_rules(monkeypatch, container_source_mirror_lock=str(lock)) == []

@@ -1,10 +1,12 @@
 """build_container.yml's input rules, evaluated by Ansible's templar from the playbook's own first play: a
-valid request passes every rule, each bad value fails the rule about it with a message naming the variable;
-and a bad registry URL stops the playbook before any buildah command runs.
+valid request passes every rule, each bad value fails the rule about it with a message naming the variable,
+the source mirror's lock is read once and its artifacts kept for the layer plays; and a bad registry URL stops
+the playbook before any buildah command runs.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -18,22 +20,37 @@ from tests.support import REPO, VENV_BIN, ansible_env, case_params, trust_role_d
 PLAYBOOK = REPO / "playbooks" / "build_container.yml"
 
 
-def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
-    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them:
-    its tasks' set_facts (the source mirror's lock, read once) in order, then the refusal's own message (the
-    flavour table's and the request's problems, the lock's, then the other rules)."""
+def first_play(
+    monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", *, keep: bool = True, **overrides: Any
+) -> dict[str, Any]:
+    """``{"refusal": the messages of the input rules this request breaks, "facts": what the play keeps}``,
+    as the playbook's first play renders them: its tasks' set_facts in order (the source mirror's lock, read
+    once; after the refusal, with ``keep``, the checked inputs the later plays read) and the refusal's own
+    message (the flavour table's and the request's problems, the lock's, then the other rules). A refused
+    request keeps nothing."""
     monkeypatch.setenv("BUILDAH_ISOLATION", isolation)
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     variables = {**trust_role_data(play["vars"]), "playbook_dir": str(PLAYBOOK.parent), **overrides}
-    templar = Templar(loader=DataLoader(), variables=variables)
+    facts: dict[str, Any] = {}
+    refusal: list[str] | None = None
     for task in play["tasks"]:
+        templar = Templar(loader=DataLoader(), variables=variables)
         if "ansible.builtin.assert" in task:
             message = task["ansible.builtin.assert"]["fail_msg"]
-            return [str(m) for m in templar.template(trust_as_template(message))]
+            refusal = [str(m) for m in templar.template(trust_as_template(message))]
+            if refusal or not keep:
+                return {"refusal": refusal, "facts": {} if refusal else facts}
+            continue
         for name, value in task["ansible.builtin.set_fact"].items():
-            variables[name] = templar.template(trust_as_template(value))
-            templar = Templar(loader=DataLoader(), variables=variables)
-    raise AssertionError(f"{PLAYBOOK}: the first play refuses nothing")
+            facts[name] = variables[name] = templar.template(trust_as_template(value))
+    if refusal is None:
+        raise AssertionError(f"{PLAYBOOK}: the first play refuses nothing")
+    return {"refusal": refusal, "facts": facts}
+
+
+def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
+    """Messages of the input rules this request breaks (first_play, up to its refusal)."""
+    return first_play(monkeypatch, isolation, keep=False, **overrides)["refusal"]
 
 
 GOOD = [
@@ -124,6 +141,17 @@ def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyP
         messages = failed_rules(monkeypatch, container_source_mirror_lock=str(bad))
         refusal = f"container_source_mirror_lock={bad}: a lock file"
         assert [m for m in messages if m.startswith(refusal)], messages
+
+
+def test_the_checked_inputs_carry_the_locks_artifacts(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The lock's artifacts, read once, are what the layer plays hand to the CUDA layers' downloads and keys;
+    no lock, none."""
+    artifacts = {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "00"}}
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps({"format": 1, "artifacts": artifacts}))
+    kept = first_play(monkeypatch, container_source_mirror_lock=str(lock))["facts"]
+    assert kept["container_source_mirror_artifacts"] == artifacts
+    assert first_play(monkeypatch)["facts"]["container_source_mirror_artifacts"] == {}
 
 
 def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -> None:

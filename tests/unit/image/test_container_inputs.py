@@ -7,7 +7,6 @@ the playbook before any buildah command runs.
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO, VENV_BIN, ansible_env, case_params, trust_role_data
+from tests.support import REPO, VENV_BIN, ansible_env, case_params, run, trust_role_data
 
 PLAYBOOK = REPO / "playbooks" / "build_container.yml"
 
@@ -160,7 +159,7 @@ def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_bad_registry_url_stops_the_playbook_before_anything_runs(tmp_path: Any) -> None:
-    proc = subprocess.run(
+    proc = run(
         [
             str(VENV_BIN / "ansible-playbook"),
             str(PLAYBOOK),
@@ -170,11 +169,8 @@ def test_a_bad_registry_url_stops_the_playbook_before_anything_runs(tmp_path: An
             f"container_build_dir={tmp_path / 'out'}",
         ],
         env=ansible_env(BUILDAH_ISOLATION="chroot"),
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
-        cwd=REPO,
     )
     assert proc.returncode != 0
     assert "container_registry_url: credentials do not belong in the URL" in proc.stdout

@@ -7,8 +7,8 @@ bridge. The release sources the lab builds (REAL_SOURCES) come from the upstream
 each tag, see its README.md), served under the file name of the URL the stack names, once the stack's lock
 (stacks/locks/<id>.lock.json) records them; their sha256 must be the one that lock records, so the roles fetch
 them exactly as an image build would. Only the artifacts with no public source here (the EFA installer,
-the PCS agent) are stand-ins, packed from the files in tests/integration/fabric/standins (each says it is
-one; read as data, never imported or run here). The mirror's lock file records both (`standin` says which).
+the PCS agent) are stand-ins, packed from the files in scripts/mirror_standins (each says it is one; read
+as data, never imported or run here). The mirror's lock file records both (`standin` says which).
 Stand-in archives are byte-reproducible (fixed mtimes and owners), so the lock is stable. A source the stack
 pins but neither the lock nor the upstream directory holds (an older stack's release) is not served: a role
 that asks for it fails at its download.
@@ -44,9 +44,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-# The stand-ins are lab fixtures (a foundation test also runs the EFA one directly), so they stay under
-# tests/; the mirror reads their files as data to pack, nothing more.
-STANDINS = REPO / "tests" / "integration" / "fabric" / "standins"
+# The stand-ins the lab's mirror serves in place of the downloads with no public source here: their files are
+# packed as data, never imported or run here (a foundation test also runs the EFA one directly).
+STANDINS = REPO / "scripts" / "mirror_standins"
 EPOCH = 1_700_000_000  # fixed mtime: reproducible archives
 UPSTREAM_ENV = "TRAINSTACK_UPSTREAM_DIR"
 # Served from the upstream directory (real release sources) once the stack's lock records them: the lab builds

@@ -24,6 +24,9 @@ def run_entry_point(playbook: Path, variable: str, name: str, *extra: str) -> su
         text=True,
         timeout=600,
         check=False,
+        # A standard input of its own: ansible-playbook refuses to start on a shared one that an earlier child
+        # left non-blocking.
+        stdin=subprocess.DEVNULL,
         # One line per result, uncoloured: the messages are matched whole.
         env={
             **os.environ,

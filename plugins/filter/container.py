@@ -69,6 +69,13 @@ def container_flavour_problems(
     return flavours.testcase_problems(table, chain, known, unbaked, target)
 
 
+def container_source_mirror_lock(path: Any) -> dict[str, Any]:
+    """``{artifacts, problems}`` of the source mirror's lock file, read once on the controller
+    (module_utils/image/container_flavours.source_mirror_lock): the problems join the input checks'
+    refusals, the artifacts the checked inputs."""
+    return flavours.source_mirror_lock(path)
+
+
 def container_layer_roles(
     table: Mapping[str, Any], requested: list[str], factory: Mapping[str, Any], host_roles: list[str]
 ) -> dict[str, Any]:
@@ -118,6 +125,7 @@ class FilterModule:
         return {
             "container_stack": container_stack,
             "container_flavour_problems": container_flavour_problems,
+            "container_source_mirror_lock": container_source_mirror_lock,
             "container_layer_roles": container_layer_roles,
             "container_layer_inputs": container_layer_inputs,
             "container_layer_plan": container_layer_plan,

@@ -21,9 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 def run(
     cmd: list[str], *, check: bool = True, timeout: int = 900, **kw: object
 ) -> subprocess.CompletedProcess:
-    """Run a command from the repository root with the Ansible environment, capturing text output."""
+    """Run a command from the repository root with the Ansible environment, capturing text output.
+
+    The command gets a standard input of its own (none to read) unless the caller passes ``input`` or
+    ``stdin``: a child that shares the test process's stdin may leave it non-blocking (``buildah run`` does),
+    and every ansible-* program then refuses to start ("Ansible requires blocking IO")."""
     kw.setdefault("env", ansible_env())
     kw.setdefault("cwd", REPO)
+    if "input" not in kw:
+        kw.setdefault("stdin", subprocess.DEVNULL)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kw)
     if check and proc.returncode != 0:
         tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"

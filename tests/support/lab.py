@@ -54,9 +54,16 @@ def own_nodes_done() -> Iterator[None]:
 
 
 def lab_ssh(address: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Run a command on a lab node over SSH and return the finished process (text output, never raises)."""
+    """Run a command on a lab node over SSH and return the finished process (text output, never raises).
+    ssh gets a standard input of its own (as `ssh -n`): it makes the one it is given non-blocking while it
+    runs (one killed at its timeout leaves it so), and ansible-* programs refuse to start on such a stdin."""
     return subprocess.run(
-        [*LAB_SSH, f"root@{address}", *command], capture_output=True, text=True, timeout=timeout, check=False
+        [*LAB_SSH, f"root@{address}", *command],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 

@@ -6,6 +6,14 @@ end in `| quote`, unless ALLOWED names it with the reason it is safe. A quoted e
 outside shell quotes: `"{{ x | quote }}"` would put literal quote characters into the value. argv lists run no
 shell and are not read; nor are creates/removes/chdir, which are paths, not shell. The executable of a
 script task is read: Ansible joins it into the shell line unquoted.
+
+The roles' shell script templates (SCRIPT_GLOBS) are read the same way, with their Jinja statements and
+comments taken out: each value is `| quote`d (or a call of a macro that quotes), an integer (`| int`), a
+literal, or named in SCRIPT_ALLOWED with the check that validates it; and each shell parameter expansion of
+the script's text (`$x`, `${x...}`) stands in double quotes, where no word splitting or globbing reaches it,
+unless SCRIPT_ALLOWED names it (splitting on purpose). Comment lines are the script's text, not its shell,
+and are not read: that includes the `#SBATCH` lines, which sbatch reads (their values are checked by
+module_utils/launch/plan.py).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ MODULES = frozenset(
 NESTED = ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers")
 EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.S)
 QUOTED = re.compile(r"\|\s*quote\s*$")
+# A shell parameter expansion: $name, ${...}, or a special or positional parameter.
+PARAMETER = re.compile(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*|[0-9?@*#$!-])")
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 PYTORCH_PROBE = (
@@ -72,6 +82,39 @@ SHELL_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
+SCRIPT_GLOBS = ("roles/*/templates/*.sh.j2", "roles/*/templates/*.sbatch.j2")
+# Values safe anywhere in a script: an integer, or a literal (template text written as an expression).
+INTEGER = re.compile(r"\|\s*int\s*$")
+LITERAL = re.compile(r"^(?:'[^']*'|\"[^\"]*\")$")
+JINJA_STATEMENT = re.compile(r"\{#.*?#\}|\{%.*?%\}", re.S)
+QUOTING_MACRO = re.compile(r"\{%-?\s*macro\s+(\w+)\(.*?%\}\s*\{\{(.*?)\}\}\s*\{%-?\s*endmacro", re.S)
+LAUNCH_PLAN = "module_utils/launch/plan.py checks it before a script is written"
+
+# (template, expression between the braces or shell expansion, as written): why it may stand unquoted.
+SCRIPT_ALLOWED: dict[tuple[str, str], str] = {
+    ("roles/efa/templates/fabric-profile.sh.j2", "key"): (
+        "an upper-case shell name: roles/efa/tasks/validate.yml refuses any other before the file is written"
+    ),
+    ("roles/training_job/templates/job.sbatch.j2", "key"): (
+        f"an environment variable name (ENV_NAME) or a long option's name (OPTION_NAME): {LAUNCH_PLAN}"
+    ),
+    ("roles/training_job/templates/run-local.sh.j2", "key"): (
+        f"an environment variable name (ENV_NAME) or a long option's name (OPTION_NAME): {LAUNCH_PLAN}"
+    ),
+    ("roles/training_job/templates/job.sbatch.j2", "__training_job_plan.image.pinned | default('')"): (
+        f"an image reference with its digest, of [A-Za-z0-9._:/@#+-] (IMAGE_REF): {LAUNCH_PLAN}"
+    ),
+    ("roles/training_job/templates/nsys-wrap.sh.j2", "training_job_nsys_ranks | join(',')"): (
+        "integers joined by ',': the argument spec's elements: int"
+        " (roles/training_job/meta/argument_specs.yml)"
+    ),
+    ("roles/training_job/templates/nsys-wrap.sh.j2", "training_job_nsys_args"): (
+        f"nsys's options, split into words on purpose (the template says so), of [A-Za-z0-9_=,.:/ +-] "
+        f"(NSYS_ARGS): {LAUNCH_PLAN}"
+    ),
+}
+
+
 def task_files() -> list[Path]:
     return sorted({path for pattern in GLOBS for path in ROOT.glob(pattern)})
 
@@ -105,12 +148,13 @@ def command_string(task: dict) -> str | None:
     return None
 
 
-def shell_contexts(text: str) -> list[tuple[str, str]]:
+def shell_contexts(text: str, bare_expansions: list[str] | None = None) -> list[tuple[str, str]]:
     """Each `{{ ... }}` in text with the shell context it stands in: 'bare', 'single', 'double' or 'heredoc'.
 
     A small reader of POSIX quoting: quotes, backslashes, $( ) (which opens a bare context again inside double
     quotes), comments and here-documents. Jinja expressions are skipped whole, so quotes inside them count
-    for nothing.
+    for nothing. With ``bare_expansions``, the shell parameter expansions that stand outside any quotes (where
+    the shell splits and globs them) are appended to it.
     """
     found: list[tuple[str, str]] = []
     stack = ["bare"]
@@ -159,6 +203,12 @@ def shell_contexts(text: str) -> list[tuple[str, str]]:
             i += 1
             continue
         # bare (top level or inside $( ))
+        parameter = PARAMETER.match(text, i) if bare_expansions is not None else None
+        if parameter:
+            bare_expansions.append(parameter.group(0))
+            i = parameter.end()
+            at_word_start = False
+            continue
         if char == "'":
             stack.append("single")
         elif char == '"':
@@ -224,6 +274,81 @@ def findings() -> tuple[list[str], set[tuple[str, str, str]]]:
                     f"{rel}:{line_of(path, name, expression)}: {name}: {{{{ {expression} }}}}: {why}"
                 )
     return failures, used
+
+
+def script_text(text: str) -> tuple[str, set[str]]:
+    """A shell template as the shell reads it, less what Jinja alone reads: statements and comments taken out,
+    each expression on one line (so that a comment line holds its expressions whole); and the names of its
+    macros whose whole output is a quoted value."""
+    macros = {name for name, body in QUOTING_MACRO.findall(text) if QUOTED.search(body.strip())}
+    shell = JINJA_STATEMENT.sub("", text)
+    return EXPRESSION.sub(lambda m: "{{ " + " ".join(m.group(1).split()) + " }}", shell), macros
+
+
+def script_problems(text: str) -> Iterator[tuple[str, str]]:
+    """(expression or expansion, what is wrong) for each value of a shell template that may be split, globbed
+    or read as shell syntax."""
+    shell, macros = script_text(text)
+    expansions: list[str] = []
+    for expression, context in shell_contexts(shell, expansions):
+        if INTEGER.search(expression) or LITERAL.match(expression):
+            continue
+        call = re.match(r"^(\w+)\(", expression)
+        if call and call.group(1) in macros:
+            expression = f"{expression} | quote"
+        for found, why in problems([(expression, context)]):
+            yield found.removesuffix(" | quote") if call else found, why
+    for expansion in expansions:
+        yield expansion, "unquoted shell expansion"
+
+
+@functools.cache
+def script_findings() -> tuple[list[str], set[tuple[str, str]]]:
+    failures: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for path in sorted({path for pattern in SCRIPT_GLOBS for path in ROOT.glob(pattern)}):
+        rel = path.relative_to(ROOT).as_posix()
+        for found, why in script_problems(path.read_text()):
+            if (rel, found) in SCRIPT_ALLOWED and why in ("not quoted", "unquoted shell expansion"):
+                used.add((rel, found))
+                continue
+            failures.append(f"{rel}: {found}: {why}")
+    return failures, used
+
+
+def test_every_value_in_a_shell_script_template_is_quoted_or_validated():
+    failures, _used = script_findings()
+    assert not failures, (
+        'Quote these (`| quote` for a Jinja value, outside shell quotes; "$x" for a shell variable), or make'
+        " an integer `| int`, or add them to SCRIPT_ALLOWED in tests/unit/test_shell_quoting.py with the"
+        " check that validates them:\n" + "\n".join(failures)
+    )
+
+
+def test_script_allow_list_has_no_stale_entries():
+    _failures, used = script_findings()
+    assert set(SCRIPT_ALLOWED) - used == set()
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ('d="{{ dir }}/x"\n', [("dir", "not quoted")]),
+        ('d={{ dir | quote }}\nrm -rf "$d"\n', []),
+        ("rm -rf $d\n", [("$d", "unquoted shell expansion")]),
+        ("x=\"${1:-$d}\"; n=$(( {{ n | int }} * 2 )); echo {{ '{' }}\n", []),
+        ("rc=$?\n", [("$?", "unquoted shell expansion")]),
+        ("# {{ note }} $x\n{# {{ y }} $z #}{% if a %}echo ok{% endif %}\n", []),
+        ("{% macro w(v) %}{{ v | quote }}{% endmacro %}\nrun {{ w(x) }}\n", []),
+        (
+            '{% macro w(v) %}{{ v }}{% endmacro %}\nrun "{{ w(x) }}"\n',
+            [("v", "not quoted"), ("w(x)", "not quoted")],
+        ),
+        ("bash -c 'echo $1' _ {{ x | quote }}\n", []),
+    ],
+)
+def test_the_reader_of_shell_templates(template, expected):
+    assert list(script_problems(template)) == expected
 
 
 def test_every_expression_in_a_shell_or_command_string_is_quoted():

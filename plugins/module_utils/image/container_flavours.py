@@ -15,6 +15,7 @@ through a build leaves a working container behind and costs the parents' build t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,11 @@ KEY_PREFIX = 12
 SUPPORT_ROLES = ("image_prepare", "image_manifest", "image_selfcheck", "artifact")
 # What every layer's key covers besides the roles: the collection's plugins and the root filesystem template.
 KEY_DIRS = ("plugins", "packer/lxc")
+# The variable naming the source mirror's lock, and the rule a lock meets, for the messages.
+MIRROR_LOCK_VAR = "container_source_mirror_lock"
+MIRROR_LOCK_RULE = (
+    'a lock file on the controller with an artifacts mapping ({"artifacts": {name: {url, sha256}}}), or empty'
+)
 
 
 class ContainerFlavourError(ValueError):
@@ -173,6 +179,50 @@ def testcase_problems(
                     f"({unbaked[case]})"
                 )
     return problems
+
+
+def _lock_document(path: str) -> tuple[Any, str]:
+    """The parsed JSON of the lock at ``path`` and "", or None and why it cannot be read."""
+    if not os.path.isfile(path):
+        return None, "there is no file at that path"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle), ""
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"it cannot be read ({exc})"
+    except ValueError as exc:
+        return None, f"it is not JSON ({exc})"
+
+
+def _lock_shape_problem(document: Any) -> str:
+    """Why a parsed lock holds no artifacts mapping ("" when it does)."""
+    if not isinstance(document, Mapping):
+        return f"it holds a {type(document).__name__}, not a mapping"
+    if "artifacts" not in document:
+        return "it has no artifacts key"
+    if not isinstance(document["artifacts"], Mapping):
+        return f"its artifacts is a {type(document['artifacts']).__name__}, not a mapping"
+    return ""
+
+
+def source_mirror_lock(path: Any) -> dict[str, Any]:
+    """``{"artifacts": name -> {url, sha256}, "problems": [...]}`` of ``container_source_mirror_lock``, read
+    once: its artifacts vouch for downloads the stack does not pin and are part of the CUDA layers' keys, so
+    a lock that holds none must be refused with the other inputs, before a layer is planned, not found out
+    when a download has no sha256 to be checked against. An empty path is no lock ({} artifacts); a
+    relative path is the controller's working directory's."""
+    if not isinstance(path, str):
+        return {
+            "artifacts": {},
+            "problems": [f"{MIRROR_LOCK_VAR}: {MIRROR_LOCK_RULE}; got a {type(path).__name__}"],
+        }
+    if not path:
+        return {"artifacts": {}, "problems": []}
+    document, why = _lock_document(path)
+    why = why or _lock_shape_problem(document)
+    if why:
+        return {"artifacts": {}, "problems": [f"{MIRROR_LOCK_VAR}={path}: {MIRROR_LOCK_RULE}; {why}"]}
+    return {"artifacts": dict(document["artifacts"]), "problems": []}
 
 
 def check_request(table: Any, requested: Any, factory: Mapping[str, Any]) -> list[str]:

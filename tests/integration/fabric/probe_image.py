@@ -43,7 +43,11 @@ def _buildah(storage: Path, *args: str) -> str:
         "vfs",
         *args,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    # A standard input of its own: `buildah run` leaves the one it is given non-blocking, and an
+    # ansible-playbook later in the same process would refuse to start on a shared one.
+    return subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def rootfs(directory: Path) -> Path:

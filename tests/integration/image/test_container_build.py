@@ -68,7 +68,11 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 def buildah(*args: str) -> str:
-    return subprocess.run(["buildah", *args], capture_output=True, text=True, check=True).stdout
+    """buildah with a standard input of its own: `buildah run` leaves the stdin it is given non-blocking, and
+    the ansible-playbook runs later in this process would refuse to start on a shared one."""
+    return subprocess.run(
+        ["buildah", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def registry_manifest(registry: str, flavour: str, tag: str) -> tuple[dict, str]:

@@ -47,7 +47,11 @@ def lab_flavours() -> dict:
 
 
 def buildah(*args: str) -> str:
-    return subprocess.run(["buildah", *args], capture_output=True, text=True, check=True).stdout
+    """buildah with a standard input of its own: `buildah run` leaves the stdin it is given non-blocking, and
+    the ansible-playbook runs later in this process would refuse to start on a shared one."""
+    return subprocess.run(
+        ["buildah", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
+    ).stdout
 
 
 # A fixed address: the mirror's URL is one of the CUDA layers' key inputs, so a second run reuses the layers.

@@ -51,8 +51,16 @@ class Runner:
     def run(self, path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         command = [str(moto_fleet.VENV_BIN / "ansible-inventory"), "-i", str(path), *args]
         environment = moto_fleet.clean_aws_env(KEYS if env is None else env)
+        # A standard input of its own: ansible-inventory refuses to start on a shared one that an earlier
+        # child left non-blocking.
         return subprocess.run(
-            command, env=environment, capture_output=True, text=True, timeout=180, check=False
+            command,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
         )
 
     def listing(self, body: str, *args: str) -> dict[str, Any]:

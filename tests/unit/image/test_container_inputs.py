@@ -1,11 +1,12 @@
 """build_container.yml's input rules, evaluated by Ansible's templar from the playbook's own first play: a
-valid request passes every rule, each bad value fails the rule about it with a message naming the variable;
-and a bad registry URL stops the playbook before any buildah command runs.
+valid request passes every rule, each bad value fails the rule about it with a message naming the variable,
+the source mirror's lock is read once and its artifacts kept for the layer plays; and a bad registry URL stops
+the playbook before any buildah command runs.
 """
 
 from __future__ import annotations
 
-import subprocess
+import json
 from typing import Any
 
 import pytest
@@ -13,23 +14,42 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO, VENV_BIN, ansible_env, case_params, trust_role_data
+from tests.support import REPO, VENV_BIN, ansible_env, case_params, run, trust_role_data
 
 PLAYBOOK = REPO / "playbooks" / "build_container.yml"
 
 
-def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
-    """Messages of the input rules this request breaks, rendered as the playbook's first play renders them
-    (the flavour table's and the request's problems, then the other rules)."""
+def first_play(
+    monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", *, keep: bool = True, **overrides: Any
+) -> dict[str, Any]:
+    """``{"refusal": the messages of the input rules this request breaks, "facts": what the play keeps}``,
+    as the playbook's first play renders them: its tasks' set_facts in order (the source mirror's lock, read
+    once; after the refusal, with ``keep``, the checked inputs the later plays read) and the refusal's own
+    message (the flavour table's and the request's problems, the lock's, then the other rules). A refused
+    request keeps nothing."""
     monkeypatch.setenv("BUILDAH_ISOLATION", isolation)
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     variables = {**trust_role_data(play["vars"]), "playbook_dir": str(PLAYBOOK.parent), **overrides}
-    templar = Templar(loader=DataLoader(), variables=variables)
-    expression = (
-        "{{ __container_flavour_problems"
-        " + __container_input_rules | rejectattr('ok') | map(attribute='msg') | list }}"
-    )
-    return [str(m) for m in templar.template(trust_as_template(expression))]
+    facts: dict[str, Any] = {}
+    refusal: list[str] | None = None
+    for task in play["tasks"]:
+        templar = Templar(loader=DataLoader(), variables=variables)
+        if "ansible.builtin.assert" in task:
+            message = task["ansible.builtin.assert"]["fail_msg"]
+            refusal = [str(m) for m in templar.template(trust_as_template(message))]
+            if refusal or not keep:
+                return {"refusal": refusal, "facts": {} if refusal else facts}
+            continue
+        for name, value in task["ansible.builtin.set_fact"].items():
+            facts[name] = variables[name] = templar.template(trust_as_template(value))
+    if refusal is None:
+        raise AssertionError(f"{PLAYBOOK}: the first play refuses nothing")
+    return {"refusal": refusal, "facts": facts}
+
+
+def failed_rules(monkeypatch: pytest.MonkeyPatch, isolation: str = "chroot", **overrides: Any) -> list[str]:
+    """Messages of the input rules this request breaks (first_play, up to its refusal)."""
+    return first_play(monkeypatch, isolation, keep=False, **overrides)["refusal"]
 
 
 GOOD = [
@@ -111,6 +131,7 @@ def test_each_bad_input_fails_its_rule(
 
 
 def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The playbook's wiring of the lock's check (its rules: test_container_flavours.py)."""
     lock = tmp_path / "lock.json"
     lock.write_text('{"artifacts": {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "00"}}}')
     assert failed_rules(monkeypatch, container_source_mirror_lock=str(lock)) == []
@@ -121,13 +142,24 @@ def test_the_source_mirrors_lock_must_be_a_lock_file(monkeypatch: pytest.MonkeyP
         assert [m for m in messages if m.startswith(refusal)], messages
 
 
+def test_the_checked_inputs_carry_the_locks_artifacts(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The lock's artifacts, read once, are what the layer plays hand to the CUDA layers' downloads and keys;
+    no lock, none."""
+    artifacts = {"aws-efa-installer": {"url": "https://x/i.tar.gz", "sha256": "00"}}
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps({"format": 1, "artifacts": artifacts}))
+    kept = first_play(monkeypatch, container_source_mirror_lock=str(lock))["facts"]
+    assert kept["container_source_mirror_artifacts"] == artifacts
+    assert first_play(monkeypatch)["facts"]["container_source_mirror_artifacts"] == {}
+
+
 def test_buildah_must_run_in_chroot_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     messages = failed_rules(monkeypatch, isolation="oci")
     assert any(m.startswith("BUILDAH_ISOLATION=oci") for m in messages), messages
 
 
 def test_a_bad_registry_url_stops_the_playbook_before_anything_runs(tmp_path: Any) -> None:
-    proc = subprocess.run(
+    proc = run(
         [
             str(VENV_BIN / "ansible-playbook"),
             str(PLAYBOOK),
@@ -137,11 +169,8 @@ def test_a_bad_registry_url_stops_the_playbook_before_anything_runs(tmp_path: An
             f"container_build_dir={tmp_path / 'out'}",
         ],
         env=ansible_env(BUILDAH_ISOLATION="chroot"),
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
-        cwd=REPO,
     )
     assert proc.returncode != 0
     assert "container_registry_url: credentials do not belong in the URL" in proc.stdout

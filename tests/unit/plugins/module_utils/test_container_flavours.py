@@ -1,11 +1,13 @@
 """The container build's flavour table and its layer plan (module_utils/image/container_flavours, filters
-container_flavour_problems, container_layer_roles and container_layer_plan): the shipped table of
-playbooks/build_container.yml and the image factory's table of build_image.yml planned as the playbook plans
-them, and each bad table or request refused with a message naming the key."""
+container_flavour_problems, container_source_mirror_lock, container_layer_roles and container_layer_plan): the
+shipped table of playbooks/build_container.yml and the image factory's table of build_image.yml planned as the
+playbook plans them, each bad table or request refused with a message naming the key, and the source mirror's
+lock read or refused naming the variable and the rule."""
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -339,3 +341,53 @@ def test_pytorch_cudas_key_covers_the_efa_role() -> None:
     own = cf.layer_key_inputs(TABLE, "pytorch-cuda", roles, KEYS, files, ROOT, SETTINGS, WHEELS)
     assert ["roles/efa/tasks/install_steps.yml", "sum-efa"] in own["files"]
     assert {"role": "efa", "components": ["efa_installer"]} in own["roles"]
+
+
+GOOD_LOCK = {
+    "format": 1,
+    "artifacts": {"aws-efa-installer": {"url": "http://m/i.tar.gz", "sha256": "ab" * 32}},
+}
+
+
+def lock_file(tmp_path: Any, text: str) -> str:
+    path = tmp_path / "lock.json"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_good_source_mirror_lock_gives_its_artifacts(tmp_path: Any) -> None:
+    read = container_filter.container_source_mirror_lock(lock_file(tmp_path, json.dumps(GOOD_LOCK)))
+    assert read == {"artifacts": GOOD_LOCK["artifacts"], "problems": []}
+
+
+def test_no_source_mirror_lock_is_no_artifacts() -> None:
+    assert cf.source_mirror_lock("") == {"artifacts": {}, "problems": []}
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (None, "there is no file at that path"),
+        ('["aws-efa-installer"]', "it holds a list, not a mapping"),
+        ('{"format": 1, "stack": "ts-1"}', "it has no artifacts key"),
+        ('{"artifacts": []}', "its artifacts is a list, not a mapping"),
+        ('{"artifacts": ', "it is not JSON"),
+    ],
+    ids=["missing", "not a mapping", "without artifacts", "artifacts not a mapping", "not JSON"],
+)
+def test_a_bad_source_mirror_lock_is_refused_naming_the_variable_and_the_rule(
+    tmp_path: Any, text: str | None, why: str
+) -> None:
+    path = str(tmp_path / "missing.json") if text is None else lock_file(tmp_path, text)
+    read = cf.source_mirror_lock(path)
+    assert read["artifacts"] == {}
+    [problem] = read["problems"]
+    assert problem.startswith(
+        f"container_source_mirror_lock={path}: a lock file on the controller with an artifacts"
+    )
+    assert why in problem
+
+
+def test_a_source_mirror_lock_that_is_not_a_path_is_refused() -> None:
+    [problem] = cf.source_mirror_lock(["lock.json"])["problems"]
+    assert problem.startswith("container_source_mirror_lock: a lock file") and problem.endswith("got a list")

@@ -16,7 +16,7 @@ esac
 install -d "$root/opt/aws/pcs/bin"
 cat > "$root/opt/aws/pcs/bin/pcs_agent" <<AGENT
 #!/bin/sh
-echo "pcs_agent $VERSION (STAND-IN: tests/integration/fabric/standins/pcs_agent; registers nothing)"
+echo "pcs_agent $VERSION (STAND-IN: scripts/mirror_standins/pcs_agent; registers nothing)"
 AGENT
 chmod 0755 "$root/opt/aws/pcs/bin/pcs_agent"
 printf '{"AgentInstallDate": "%s", "AgentVersion": "%s", "AgentRelease": "v1", "StandIn": true}\n' \

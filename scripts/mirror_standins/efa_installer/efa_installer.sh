@@ -57,7 +57,7 @@ if [ "$skip_limit" = 0 ]; then
 fi
 {
   echo "# EFA installer version: $VERSION"
-  echo "# Stand-in: tests/integration/fabric/standins (Debian packages, not AWS's)"
+  echo "# Stand-in: scripts/mirror_standins (Debian packages, not AWS's)"
   echo "# Options: minimal=$minimal skip_kmod=$skip_kmod skip_limit_conf=$skip_limit verify=$verify enable_gdr=$gdr"
   # shellcheck disable=SC2086 # a list of package names, split on purpose
   dpkg-query -W $packages

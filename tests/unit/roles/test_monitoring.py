@@ -135,6 +135,31 @@ def test_efa_textfile_needs_node_exporter():
     assert message is not None and "monitoring_efa_exporter needs monitoring_node_exporter" in message
 
 
+# The retention and the textfile directory are written into the services' ARGS lines in /etc/default.
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("monitoring_retention", '15d" --web.enable-admin-api "'),
+        ("monitoring_retention", "15 days"),
+        ("monitoring_textfile_dir", "/var/lib/node exporter"),
+        ("monitoring_textfile_dir", "relative/dir"),
+        ("monitoring_textfile_dir", '/tmp/x"; touch /tmp/pwned; "'),
+    ],
+)
+def test_monitoring_refuses_values_that_would_break_its_command_lines(key, value):
+    templ = templar(monitoring_targets_group="all", **{key: value})
+    message = assert_task_failure(templ, role_task(ROLE, "main.yml", "Check the inputs"))
+    assert message is not None and f"{key}={value} must be" in message
+
+
+@pytest.mark.parametrize(("retention", "textfile"), [("15d", "/var/lib/x"), ("1y2w", "/srv/node-exporter.d")])
+def test_monitoring_accepts_durations_and_plain_paths(retention, textfile):
+    templ = templar(
+        monitoring_targets_group="all", monitoring_retention=retention, monitoring_textfile_dir=textfile
+    )
+    assert assert_task_failure(templ, role_task(ROLE, "main.yml", "Check the inputs")) is None
+
+
 def test_observability_docs_name_every_port_for_security_groups():
     docs = (REPO / "docs" / "observability.md").read_text()
     section = docs[docs.index("## Ports") :]

@@ -195,3 +195,42 @@ def test_the_base_image_is_the_manifests_rootfs_a_given_tarball_or_the_cached_ba
         "__lab_base_tar"
     ]
     assert templar.template(trust_as_template(choose)).strip() == chosen
+
+
+def _power_host_check(sshd: bool, shadow: dict[str, Any]) -> str | None:
+    """The elastic nodes' host check (validate.yml) with or without sshd and the given read of /etc/shadow."""
+    templar = role_data_templar("lab", lab_elastic_nodes=2)
+    templar.available_variables = {
+        **templar.available_variables,
+        "__lab_power_sshd_binary": {"stat": {"exists": sshd}},
+        "__lab_power_root_shadow": shadow,
+    }
+    block = next(
+        t
+        for t in yaml_tasks("validate.yml")
+        if t["name"] == "Check what the power service needs from the host"
+    )
+    assert block["when"] == "__lab_elastic | bool"
+    return assert_task_failure(templar, block["block"][2])
+
+
+@pytest.mark.parametrize(
+    ("sshd", "shadow", "found"),
+    [
+        (False, {"rc": 0, "stdout": "root:*:20000:0:99999:7:::"}, "found: False) and"),
+        (True, {"rc": 2, "stdout": ""}, "/etc/shadow (found: False)"),
+        (True, {"rc": 0, "stdout": "root:!$y$j9T$abc:20000:0:99999:7:::"}, "/etc/shadow (found: True)"),
+        (True, {"rc": 0, "stdout": "root:!:20000:0:99999:7:::"}, "/etc/shadow (found: True)"),
+    ],
+)
+def test_elastic_nodes_are_refused_on_a_host_whose_sshd_would_refuse_root(
+    sshd: bool, shadow: dict[str, Any], found: str
+) -> None:
+    message = _power_host_check(sshd, shadow)
+    assert message is not None and message.startswith("lab_elastic_nodes=2 needs") and found in message
+    assert "$y$" not in message  # the hash is never shown
+
+
+@pytest.mark.parametrize("password", ["*", "$y$j9T$abc", ""])
+def test_elastic_nodes_pass_with_sshd_and_an_unlocked_root(password: str) -> None:
+    assert _power_host_check(True, {"rc": 0, "stdout": f"root:{password}:20000:0:99999:7:::"}) is None

@@ -91,11 +91,18 @@ def emit(record: dict[str, Any]) -> None:
     text and newline writes (``print`` makes two, and Python unbuffered makes each a system call), and two
     records would land on one line. A pipe keeps a write of at most ``PIPE_BUF`` (4096) bytes whole.
     """
+    line = METRIC_PREFIX + json.dumps(record, sort_keys=True) + "\n"
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (a capture, a StringIO)
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        return
     sys.stdout.flush()  # what was printed before stays before the record
-    data = (METRIC_PREFIX + json.dumps(record, sort_keys=True) + "\n").encode()
+    data = line.encode()
     written = 0
     while written < len(data):
-        written += os.write(sys.stdout.fileno(), data[written:])
+        written += os.write(descriptor, data[written:])
 
 
 def report(record: dict[str, Any] | None, is_main: bool) -> None:

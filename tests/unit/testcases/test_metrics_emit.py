@@ -6,6 +6,7 @@ Unbuffered, ``print`` writes text and newline separately, and two ranks' records
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -42,3 +43,13 @@ def test_records_of_processes_sharing_a_pipe_stay_one_per_line() -> None:
     assert sorted((r["writer"], r["step"]) for r in records) == [
         (w, s) for w in range(WRITERS) for s in range(RECORDS)
     ]
+
+
+def test_a_stream_without_a_descriptor_gets_the_whole_line(monkeypatch) -> None:
+    """pytest's capture and a StringIO have no file descriptor: the record goes through the stream itself."""
+    from trainstack_train.metrics import emit
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stream)
+    emit({"step": 1, "loss": 2.5})
+    assert stream.getvalue() == PREFIX + '{"loss": 2.5, "step": 1}\n'

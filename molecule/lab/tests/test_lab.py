@@ -123,7 +123,11 @@ def test_inventory_names_the_nodes(lab, nodes):
         inventory["all"]["vars"]["ansible_ssh_private_key_file"] == f"{lab['lab_state_dir']}/ssh/id_ed25519"
     )
     proxy = f"http://{lab['lab_bridge_address']}:3142"
-    assert inventory["all"]["vars"]["trainstack_proxy_env"] == {"http_proxy": proxy, "https_proxy": proxy}
+    assert inventory["all"]["vars"]["trainstack_proxy_env"] == {
+        "http_proxy": proxy,
+        "https_proxy": proxy,
+        "no_proxy": f"{lab['lab_bridge_address']},localhost,127.0.0.1",
+    }
 
 
 def test_bridge_is_the_labs_own(host, lab):

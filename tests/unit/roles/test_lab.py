@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,15 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from tests.support import REPO, VENV_BIN, assert_task_failure, role_data_templar, run, template_value
+from tests.support import (
+    REPO,
+    VENV_BIN,
+    assert_task_failure,
+    render_role_template,
+    role_data_templar,
+    run,
+    template_value,
+)
 
 ROLE = REPO / "roles" / "lab"
 SHARED = "/srv/lab-shared"  # a fine shared directory, for cases about the state directory it defaults under
@@ -234,3 +243,17 @@ def test_elastic_nodes_are_refused_on_a_host_whose_sshd_would_refuse_root(
 @pytest.mark.parametrize("password", ["*", "$y$j9T$abc", ""])
 def test_elastic_nodes_pass_with_sshd_and_an_unlocked_root(password: str) -> None:
     assert _power_host_check(True, {"rc": 0, "stdout": f"root:{password}:20000:0:99999:7:::"}) is None
+
+
+def test_the_lab_inventory_sends_the_hosts_services_past_the_package_proxy() -> None:
+    """The proxy refuses every port but its own: a mirror on the bridge or the loopback is reached directly by
+    every client that reads no_proxy (Python's urllib, as the artifact role and pip do, is the strictest)."""
+    templar = role_data_templar("lab", __lab_nodes=[{"name": "ts-head", "ip": "10.77.0.11", "group": "head"}])
+    inventory = yaml.safe_load(render_role_template(templar, "lab", "hosts.yml.j2"))
+    env = inventory["all"]["vars"]["trainstack_proxy_env"]
+    assert env["http_proxy"] == env["https_proxy"] == "http://10.77.0.1:3142"
+    bypass = {"no": env["no_proxy"]}
+    for host in ("127.0.0.1:8675", "localhost:5000", "10.77.0.1:8671"):
+        assert urllib.request.proxy_bypass_environment(host, bypass), host
+    for host in ("pypi.org", "files.pythonhosted.org:443", "10.77.0.12:22"):
+        assert not urllib.request.proxy_bypass_environment(host, bypass), host

@@ -227,9 +227,10 @@ def _power_host_check(sshd: bool, shadow: dict[str, Any]) -> str | None:
     ("sshd", "shadow", "found"),
     [
         (False, {"rc": 0, "stdout": "root:*:20000:0:99999:7:::"}, "found: False) and"),
-        (True, {"rc": 2, "stdout": ""}, "/etc/shadow (found: False)"),
-        (True, {"rc": 0, "stdout": "root:!$y$j9T$abc:20000:0:99999:7:::"}, "/etc/shadow (found: True)"),
-        (True, {"rc": 0, "stdout": "root:!:20000:0:99999:7:::"}, "/etc/shadow (found: True)"),
+        (True, {"rc": 2, "stdout": ""}, "(root has no entry in /etc/shadow)"),
+        (True, {"rc": 0, "stdout": "root:!$y$j9T$abc:20000:0:99999:7:::"}, "root's password is locked"),
+        (True, {"rc": 0, "stdout": "root:!:20000:0:99999:7:::"}, "root's password is locked"),
+        (True, {"rc": 0, "stdout": "root:*:20000:0:99999:7::1:"}, "root's account expired (day 1"),
     ],
 )
 def test_elastic_nodes_are_refused_on_a_host_whose_sshd_would_refuse_root(

@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # The GPU measurements this repository keeps (docs/performance.md), run on one GPU machine; each part writes
-# its results under $OUT. The machine needs CUDA torch; Ansible and pytest are installed beside it (see
+# its results under $OUT. The machine needs CUDA torch; Ansible is installed beside it (bench/gpu/deps.sh, see
 # bench/gpu/README.md), from wheels in .whl/ when that directory exists (a machine without network), else
-# from the package index.
-#   bash bench/gpu/measure.sh PART...   under $OUT; PART: bench tests launch verify (all: these four), or a
+# from the package index. The GPU tests have their own runner, tests/gpu/run.sh.
+#   bash bench/gpu/measure.sh PART...   under $OUT; PART: bench launch (all: these two), or a
 #   side-by-side part: testcases megatron deepspeed hf jax frameworks (see bench/gpu/README.md)
 # Parts are never implied: each takes minutes of GPU time (compilation included), so a bare call runs nothing.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-# The Python that has CUDA torch: TS_GPU_PYTHON, else a venv at /opt/torch/.venv, else python3 on PATH.
-if [ -n "${TS_GPU_PYTHON:-}" ]; then PY=$TS_GPU_PYTHON
-elif [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3
-else PY=$(command -v python3); fi
-OUT=${OUT:-/tmp/ts-gpu-out}
-DEPS=${TS_GPU_DEPS:-/tmp/ts-gpu-deps}
+# PY (the Python with CUDA torch), OUT, DEPS and gpu_deps.
+# shellcheck source=bench/gpu/deps.sh
+. "$ROOT/bench/gpu/deps.sh"
 LAUNCH_ARGS=${TS_LAUNCH_ARGS:-'{"training_job_args": {"config": "llama3_2_1b", "batch-size": 8, "seq-len": 2048, "steps": 30}}'}
 # The catalog instance type whose GPU this machine has (stacks/instance_types.yml): MFU is measured against its
 # bf16_dense_flops, by the benchmark and by the launched test case alike.
@@ -23,19 +20,6 @@ cd "$ROOT" || exit 2
 # every run below that starts a test case's code from the repository has it on its Python path.
 LIB="$ROOT/testcases/common"
 mkdir -p "$OUT"
-
-deps() {
-  # pip --target, not a venv: a venv made from this interpreter would not see the machine's torch.
-  local wheels=()
-  [ -d "${TS_GPU_WHEELS:-.whl}" ] && wheels=(--no-index --find-links "${TS_GPU_WHEELS:-.whl}")
-  # pytest only for the tests part (a wheel directory made for the other parts may not hold it).
-  local tools=(ansible-core==2.19.14)
-  [[ " $* " == *" tests "* || " $* " == *" all "* ]] && tools+=(pytest)
-  [ -x "$DEPS/bin/ansible-playbook" ] ||
-    "$PY" -m pip install -q "${wheels[@]}" --target "$DEPS" "${tools[@]}"
-  mkdir -p .cache/collections/ansible_collections/trainstack
-  ln -sfn "$ROOT" .cache/collections/ansible_collections/trainstack/cluster
-}
 
 run_bench() {
   # Clocks, power and throttle reasons every 250 ms alongside: step-to-step variation is either the GPU's
@@ -55,10 +39,6 @@ run_bench() {
   rc=$?
   kill "$sampler" 2>/dev/null
   return "$rc"
-}
-
-run_tests() {
-  PYTHONPATH="$DEPS" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.txt"
 }
 
 # carry NAME: the pins of the case's GPU lock (target $LOCK_TARGET) that bench/gpu/lock_carry.py carries, from
@@ -253,39 +233,26 @@ side_by_side() {
   return "$rc"
 }
 
-run_verify() {
-  # roles/pytorch's boot-time check wants <venv>/bin/python: a wrapper in a fresh directory, never a file
-  # written through the machine venv's own bin/python symlink.
-  mkdir -p /tmp/ts-torch-wrapper/bin
-  printf '#!/bin/sh\nexec %s "$@"\n' "$PY" > /tmp/ts-torch-wrapper/bin/python
-  chmod +x /tmp/ts-torch-wrapper/bin/python
-  version=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-  PYTHONPATH="$DEPS" "$DEPS/bin/ansible-playbook" -i localhost, -c local \
-    tests/integration/image/gpu/pytorch_verify_gpu.yml -e ansible_python_interpreter="$PY" \
-    -e pytorch_venv=/tmp/ts-torch-wrapper -e pytorch_version="$version" -e gpu_out="$OUT" \
-    2>&1 | tail -25 | tee "$OUT/verify.txt"
-}
-
 if [ "$#" -eq 0 ]; then
-  echo "usage: $0 bench|tests|launch|verify|testcases|megatron|deepspeed|hf|jax|frameworks|locked|corpus|all..." >&2
+  echo "usage: $0 bench|launch|testcases|megatron|deepspeed|hf|jax|frameworks|locked|corpus|all..." >&2
   exit 2
 fi
 PEAK=$("$PY" -m bench.catalog_peak "$INSTANCE_TYPE") || exit 2
 echo "MFU against $PEAK TFLOP/s per GPU (dense BF16 of $INSTANCE_TYPE's GPU, stacks/instance_types.yml)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
-# Only the parts that run Ansible or pytest need them: tests, launch, verify and the launched sub-steps.
+# Only the parts that run Ansible need it: launch and the launched sub-steps.
 needs_tools() {
   local chosen=${TS_STEPS:-}
   [ -z "$chosen" ] && [[ " $* " =~ \ (testcases|megatron|locked)\  ]] && chosen=_launched
-  [[ " $* " =~ \ (tests|launch|verify|all)\  || "$chosen" == *_launched* ]]
+  [[ " $* " =~ \ (launch|all)\  || "$chosen" == *_launched* ]]
 }
-needs_tools "$@" && deps "$@"
-[ "$*" = all ] && set -- tests bench launch verify
+# shellcheck disable=SC2119 # Ansible alone: no further tools
+if needs_tools "$@"; then gpu_deps || { echo "could not install ansible-core into $DEPS" >&2; exit 2; }; fi
+[ "$*" = all ] && set -- bench launch
 status=0
 for part in "$@"; do
   case "$part" in
     bench) run_bench || status=1 ;;
-    tests) run_tests || status=1 ;;
     launch) run_launch || status=1 ;;
     testcases) side_by_side testcases fsdp titan titan_launched titan_parity || status=1 ;;
     megatron) side_by_side megatron megatron megatron_launched fsdp titan megatron_checks || status=1 ;;
@@ -296,7 +263,6 @@ for part in "$@"; do
     corpus) side_by_side corpus megatron megatron_corpus megatron_corpus_resume || status=1 ;;
     locked) side_by_side locked torch_refused fsdp_launched titan_launched megatron_launched ds_zero2_launched \
       hf_launched jax_launched || status=1 ;;
-    verify) run_verify || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done

@@ -27,6 +27,11 @@ def partition_nodes(sinfo_lines: Iterable[str], partition: str = "") -> int:
     return output.partition_nodes([str(line) for line in sinfo_lines], str(partition or ""))
 
 
+def staged_listing(stdout: str) -> dict[str, object]:
+    """The marks and recorded options of stage.yml's listing (see module_utils/launch/output.py)."""
+    return output.staged_listing(str(stdout))
+
+
 def rules_refusal(stderr: str) -> str:
     """The reason a test case's argument check gave for refusing a launch."""
     return output.rules_refusal(str(stderr))
@@ -109,6 +114,7 @@ class FilterModule:
             "entrypoint_options": entrypoint_options,
             "partition_nodes": partition_nodes,
             "rules_refusal": rules_refusal,
+            "staged_listing": staged_listing,
             "duration_seconds": duration_seconds,
             "testcase_names": testcase_names,
             "testcase_envs": testcase_envs,

@@ -43,6 +43,12 @@ options:
   script:
     description: Path on the target of the batch script to submit. Required with O(state=present).
     type: path
+  script_content:
+    description:
+      - The batch script's text. When a job is submitted, it is written to O(script) first (mode C(0755), its
+        directory created, mode C(0755)), so that writing and submitting take one module run, not three.
+      - An adopted job keeps the script it was submitted with; nothing is written then, nor in check mode.
+    type: str
   chdir:
     description: Working directory for C(sbatch).
     type: path
@@ -100,6 +106,13 @@ EXAMPLES = r"""
     wait: true
     timeout: 7200
   register: job
+
+- name: Write the batch script into a new run directory and submit it, in one module run
+  trainstack.cluster.slurm_job:
+    name: fsdp-tiny
+    script: /fsx/trainstack/runs/fsdp-tiny-2/job.sbatch
+    script_content: "{{ lookup('ansible.builtin.template', 'job.sbatch.j2') }}"
+    chdir: /fsx/trainstack/runs/fsdp-tiny-2
 
 - name: Follow a job again by its id after a timeout (progress line every minute)
   trainstack.cluster.slurm_job:
@@ -202,6 +215,8 @@ cancelled:
   elements: str
 """
 
+import os
+import tempfile
 import time
 from typing import Any
 
@@ -313,6 +328,25 @@ def _run(module: AnsibleModule, argv: list[str], cwd: str | None = None) -> str:
     if rc != 0:
         module.fail_json(msg=f"{argv[0]} failed ({rc}): {err.strip() or out.strip()}", cmd=argv)
     return out
+
+
+def write_script(module: AnsibleModule, path: str, content: str) -> None:
+    """Write the batch script beside where it runs, whole or not at all: a temporary file in the same
+    directory, renamed over the path, so that sbatch never reads a half-written script."""
+    directory = os.path.dirname(path) or "."
+    try:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".job-", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(content)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        module.fail_json(msg=f"could not write the batch script {path}: {err}. Nothing was submitted.")
 
 
 def _named_jobs_json(module: AnsibleModule, name: str) -> list[JobInfo] | None:
@@ -432,6 +466,7 @@ def main() -> None:
             "name": {"type": "str"},
             "job_id": {"type": "str"},
             "script": {"type": "path"},
+            "script_content": {"type": "str"},
             "chdir": {"type": "path"},
             "sbatch_args": {"type": "list", "elements": "str", "default": []},
             "state": {"type": "str", "choices": ["present", "absent", "query"], "default": "present"},
@@ -465,6 +500,8 @@ def main() -> None:
         elif module.check_mode:
             module.exit_json(**result(None, submitted=True, changed=True))
         else:
+            if p["script_content"] is not None:
+                write_script(module, p["script"], p["script_content"])
             argv = ["sbatch", "--parsable", f"--job-name={p['name']}", *p["sbatch_args"], p["script"]]
             out = _run(module, argv, cwd=p["chdir"])
             try:

@@ -1,7 +1,7 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
 """What the launch reads back from the commands it runs before and after a job: the partition's node count
-from ``sinfo``, the refusal a test case's own rules print, a local run's duration. Each was a Jinja
+from ``sinfo``, the staging marks found and the options recorded beside them, the refusal a test case's own rules print, a local run's duration. Each was a Jinja
 expression in the role; here each is one function with its edge cases tested."""
 
 from __future__ import annotations
@@ -25,6 +25,25 @@ def partition_nodes(sinfo_lines: list[str], partition: str = "") -> int:
         if name.endswith("*") if not partition else name.rstrip("*") == partition:
             total += int(fields[1])
     return total
+
+
+# The line between the marks found and the recorded options' text in stage.yml's listing.
+LISTING_SEPARATOR = "--"
+
+
+def staged_listing(stdout: str) -> dict[str, object]:
+    """The staging marks a launch found and, when the listing printed them, the entrypoint's recorded options.
+
+    stage.yml lists the marks that exist, one path a line, then a line ``--`` and the options file, so that a
+    staged launch reads both in one module run. Marks are absolute paths and never ``--``; what follows the
+    first such line is the options text as written (which may itself hold ``--`` lines). ``options`` is None
+    when the listing printed none (the payload or its options were not staged).
+    """
+    lines = stdout.splitlines()
+    if LISTING_SEPARATOR not in lines:
+        return {"marks": [line for line in lines if line], "options": None}
+    cut = lines.index(LISTING_SEPARATOR)
+    return {"marks": [line for line in lines[:cut] if line], "options": "\n".join(lines[cut + 1 :])}
 
 
 def rules_refusal(stderr: str) -> str:

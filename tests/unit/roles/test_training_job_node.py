@@ -5,8 +5,6 @@ with the registered results the tasks before it leave."""
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 import pytest
@@ -37,19 +35,20 @@ def described(**variables: Any) -> dict[str, Any]:
     return templar.template(task["ansible.builtin.set_fact"]["__training_job_node"])
 
 
-def image_json(envs: list[dict[str, str]]) -> dict[str, str]:
-    return {"content": base64.b64encode(json.dumps({"testcase_envs": envs}).encode()).decode()}
+def host(envs: list[dict[str, str]]) -> dict[str, Any]:
+    """launch_host_facts' result for an image whose record lists ``envs``."""
+    return {"changed": False, "image_record_found": True, "testcase_envs": envs}
 
 
 def test_the_launch_hosts_os_and_baked_environments_are_passed() -> None:
     envs = [{"case": "pytorch/ddp", "key": "0123456789abcdef", "path": "/opt/trainstack/envs/ddp"}]
-    node = described(ansible_facts=facts("al2023"), __training_job_host_image=image_json(envs))
+    node = described(ansible_facts=facts("al2023"), __training_job_host=host(envs))
     assert (node["arch"], node["envs"], node["torch"]) == ("x86_64", envs, None)
     assert plan.facts_os(node["facts"]) == "amzn-2023"
 
 
 def test_without_facts_or_image_json_nothing_is_claimed() -> None:
-    node = described(__training_job_host_image={"failed": True, "msg": "file not found"})
+    node = described(__training_job_host={"skipped": True})
     assert (node["arch"], node["envs"], node["torch"], plan.facts_os(node["facts"])) == ("", [], None, "")
 
 

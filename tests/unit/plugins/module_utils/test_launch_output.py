@@ -89,3 +89,30 @@ def test_every_attempt_of_a_requeued_job_is_read_from_its_log() -> None:
 
 def test_a_log_without_attempt_markers_has_no_attempts() -> None:
     assert output.job_attempts('TRAINSTACK_METRIC {"step": 1}\n') == []
+
+
+# ---------------------------------------------------------------- staged_listing
+
+PAYLOAD = "/shared/trainstack/payloads/pytorch-fsdp/.staged-0123456789abcdef"
+VENV = "/shared/trainstack/venvs/pytorch-fsdp-c34fe230bdf09912/.complete"
+OPTIONS = "/shared/trainstack/payloads/pytorch-fsdp/.options-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("stdout", "marks", "options"),
+    [
+        ("", [], None),
+        (VENV, [VENV], None),
+        (f"{PAYLOAD}\n{VENV}", [PAYLOAD, VENV], None),
+        # The options text keeps its own lines, a `--` among them, as written.
+        (
+            f"{PAYLOAD}\n{VENV}\n{OPTIONS}\n--\nusage: train.py [-h]\n  --steps STEPS\n--\n  --lr LR",
+            [PAYLOAD, VENV, OPTIONS],
+            "usage: train.py [-h]\n  --steps STEPS\n--\n  --lr LR",
+        ),
+        # An empty options file is listed (and offers no option), not taken for a missing one.
+        (f"{PAYLOAD}\n{OPTIONS}\n--", [PAYLOAD, OPTIONS], ""),
+    ],
+)
+def test_staged_listing_splits_the_marks_from_the_recorded_options(stdout, marks, options) -> None:
+    assert output.staged_listing(stdout) == {"marks": marks, "options": options}

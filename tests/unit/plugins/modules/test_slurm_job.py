@@ -324,6 +324,42 @@ def test_submits_when_none_is_queued_and_follows_the_new_id(slurm, run_module) -
     assert ["sbatch", "--parsable", "--job-name=fsdp-tiny", "/tmp/job.sbatch"] in slurm.calls
 
 
+def test_script_content_is_written_into_a_new_run_directory_before_sbatch(slurm, run_module, tmp_path) -> None:
+    """One module run writes the script (its directory made) and submits it: sbatch finds the file whole."""
+    no_accounting(slurm)
+    slurm.on("squeue", {"out": ""}, match=("--name",))
+    slurm.on("sbatch", {"out": "12\n"})
+    slurm.on("squeue", answer("squeue-running.txt"))
+    script = tmp_path / "runs" / "tiny-1" / "job.sbatch"
+    res = run_module(name="fsdp-tiny", script=str(script), script_content="#!/bin/bash\necho 'a b'\n")
+    assert (res["job_id"], res["submitted"]) == ("12", True), res
+    assert script.read_text() == "#!/bin/bash\necho 'a b'\n"
+    assert oct(script.stat().st_mode & 0o777) == "0o755"
+    assert oct(script.parent.stat().st_mode & 0o777) == "0o755"
+    assert ["sbatch", "--parsable", "--job-name=fsdp-tiny", str(script)] in slurm.calls
+    assert [p.name for p in script.parent.iterdir()] == ["job.sbatch"]
+
+
+def test_an_adopted_job_gets_no_new_script(slurm, run_module, tmp_path) -> None:
+    slurm.on("squeue", UNKNOWN, match=("--json",))
+    slurm.on("squeue", {"out": "12|RUNNING|fsdp-tiny\n"}, match=("--name", "fsdp-tiny"))
+    slurm.on("squeue", answer("squeue-running.txt"))
+    script = tmp_path / "runs" / "tiny-2" / "job.sbatch"
+    res = run_module(name="fsdp-tiny", script=str(script), script_content="#!/bin/bash\n")
+    assert (res["job_id"], res["submitted"]) == ("12", False)
+    assert not script.parent.exists()
+
+
+def test_a_script_that_cannot_be_written_is_not_submitted(slurm, run_module, tmp_path) -> None:
+    slurm.on("squeue", {"out": ""}, match=("--name",))
+    blocker = tmp_path / "runs"
+    blocker.write_text("a file where the run directory would go")
+    res = run_module(name="fsdp-tiny", script=str(blocker / "tiny" / "job.sbatch"), script_content="x\n")
+    assert res["failed"] and "could not write the batch script" in res["msg"], res
+    assert "Nothing was submitted" in res["msg"]
+    assert not any(c[0] == "sbatch" for c in slurm.calls)
+
+
 def test_query_by_name_without_accounting_finds_the_ended_job(slurm, run_module) -> None:
     no_accounting(slurm)
     slurm.on("squeue", {"out": ""}, match=("--name", "--format %i|"))

@@ -13,6 +13,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.trainstack.cluster.plugins.module_utils.artifact.artifact_fetch import mirror_path
+from ansible_collections.trainstack.cluster.plugins.module_utils.image.stages import unpinned_components
 from ansible_collections.trainstack.cluster.plugins.module_utils.stack.stack_matrix import (
     StackError,
     all_artifacts,
@@ -185,7 +186,7 @@ def stack_image_roles(
         problem = _image_role_error(entry, present, roles)
         if problem:
             raise AnsibleFilterError(f"stack_image_roles: {problem}")
-        unpinned = [c for c in entry.get("components", []) if c not in pinned]
+        unpinned = unpinned_components(entry, pinned)
         if unpinned:
             skipped.append({**entry, "reason": f"stack pins no {', '.join(unpinned)} for this OS/arch"})
         else:

@@ -8,6 +8,14 @@ MIRROR_SOURCE  ?=
 IMAGE_CACHE_DIR ?=
 # CPU weight of the build container (1-10000; empty: Packer's default, 100, an ordinary process's share).
 IMAGE_CPU_WEIGHT ?=
+# Stage reuse of the local build (docs/image-factory.md, "Stage reuse"): 1 starts from the snapshot of the last
+# stage whose inputs are unchanged and snapshots every stage it runs; 0 builds every stage on the base and
+# neither reads nor writes snapshots. IMAGE_STAGE_KEEP snapshots stay in the cache (least recently used go
+# first); IMAGE_STAGE_REBUILD=<role> runs that role's stage and every later one again (to pick up a moved
+# package archive, which no key covers).
+IMAGE_STAGE_CACHE   ?= 1
+IMAGE_STAGE_KEEP    ?= 8
+IMAGE_STAGE_REBUILD ?=
 PACKER         ?= packer
 IMAGE_REVISION := $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null || echo unknown)
 PACKER_VARS     = -var stack_id=$(STACK) -var source_revision=$(IMAGE_REVISION) -var output_dir=$(IMAGE_OUT) \
@@ -35,9 +43,18 @@ lint-packer: setup ## packer fmt -check and packer validate of every build (Pack
 LOCAL_TESTCASES ?= pytorch/fsdp pytorch/ddp
 __comma := ,
 __local_testcases := [$(subst $(eval) ,$(__comma),$(patsubst %,"%",$(strip $(LOCAL_TESTCASES))))]
+# The stage plan: written before Packer runs (scripts/image_stages.py), read by the LXC template (which snapshot
+# to start from) and by build_image.yml (which stages to apply).
+__stage_plan := $(IMAGE_OUT)/local-$(IMAGE_FLAVOUR)/stages.json
 image-local: setup wheelhouse ## build the local Debian 12 image (LXC); its manifest: $(LOCAL_IMAGE)
+	@case "$(IMAGE_STAGE_CACHE)" in 0|1) ;; *) echo "image-local: IMAGE_STAGE_CACHE=$(IMAGE_STAGE_CACHE) must be 1 (reuse stages) or 0 (a clean build)" >&2; exit 2 ;; esac
+	rm -f $(__stage_plan)
+	$(if $(filter 1,$(IMAGE_STAGE_CACHE)),$(PY) scripts/image_stages.py --flavour $(IMAGE_FLAVOUR) --stack $(STACK) \
+	  --cache-dir $(or $(IMAGE_CACHE_DIR),/var/cache/trainstack/image) --keep $(IMAGE_STAGE_KEEP) \
+	  --rebuild '$(IMAGE_STAGE_REBUILD)' --wheelhouse $(WHEELHOUSE) --testcases '$(subst $(eval) ,$(__comma),$(strip $(LOCAL_TESTCASES)))' \
+	  --out $(__stage_plan))
 	$(PACKER) build -force -only 'local.*' $(PACKER_VARS) -var local_flavour=$(IMAGE_FLAVOUR) -var wheelhouse=$(WHEELHOUSE) \
-	  -var 'pytorch_testcases=$(__local_testcases)' packer
+	  -var 'pytorch_testcases=$(__local_testcases)' $(if $(filter 1,$(IMAGE_STAGE_CACHE)),-var image_stage_plan=$(__stage_plan)) packer
 	@echo "image-local: $(LOCAL_IMAGE)"
 
 image-ami: setup ## build AMIs of one flavour on AWS (IMAGE_FLAVOUR=base-gpu|slurm-gpu|pcluster-gpu|eks-gpu|pcs-gpu|batch-gpu)

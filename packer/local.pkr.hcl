@@ -8,7 +8,7 @@ source "lxc" "debian12" {
   # Unused by lxc-create in Packer 1.6.6 (our template writes the container config), but required by the builder.
   config_file         = "${local.packer_dir}/lxc/lxc.conf"
   template_name       = "${local.packer_dir}/lxc/lxc-trainstack-debian"
-  template_parameters = ["--suite", var.lxc_suite, "--mirror", var.lxc_mirror, "--cache-dir", var.lxc_cache_dir, "--cpu-weight", var.lxc_cpu_weight]
+  template_parameters = ["--suite", var.lxc_suite, "--mirror", var.lxc_mirror, "--cache-dir", var.lxc_cache_dir, "--cpu-weight", var.lxc_cpu_weight, "--rootfs-from", local.lxc_rootfs_from]
   container_name      = var.lxc_container_name
   output_directory    = "${local.local_outdir}/packer"
   target_runlevel     = 3
@@ -21,7 +21,7 @@ build {
 
   provisioner "shell-local" {
     environment_vars = local.ansible_env
-    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_cache_mounted=true -e image_json_dest=${local.local_outdir}/image.json"
+    command          = "${var.ansible_playbook} -i '${var.lxc_container_name},' -c community.general.lxc ${local.repo_root}/playbooks/build_image.yml ${join(" ", local.ansible_common_args)} -e image_flavour=${var.local_flavour} -e image_build_name=local-debian12 -e image_host_ca_certs=true -e image_cache_mounted=true -e image_json_dest=${local.local_outdir}/image.json -e image_stage_plan=${var.image_stage_plan}"
     inline_shebang   = "/bin/sh -e"
     inline           = []
   }

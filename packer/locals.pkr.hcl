@@ -25,6 +25,9 @@ locals {
   local_outdir = "${abspath(var.output_dir)}/local-${var.local_flavour}"
   lab_rootfs   = "${local.local_outdir}/trainstack-${local.stack_id}-${var.local_flavour}-debian12.rootfs.tar"
 
+  # The snapshot the local build container starts from (the stage plan's resume.snapshot; empty: the base).
+  lxc_rootfs_from = var.image_stage_plan == "" ? "" : jsondecode(file(var.image_stage_plan)).resume.snapshot
+
   ansible_env = [
     "ANSIBLE_CONFIG=${local.repo_root}/ansible.cfg",
     "ANSIBLE_COLLECTIONS_PATH=${local.repo_root}/.cache/collections",

@@ -219,6 +219,12 @@ variable "lxc_cpu_weight" {
   }
 }
 
+variable "image_stage_plan" {
+  type        = string
+  default     = ""
+  description = "Stage plan of the local build (make image-local writes it: scripts/image_stages.py): the build container starts from the snapshot it names and the playbook applies only the stages after it, snapshotting each. Empty: every stage runs on the debootstrap base, nothing is snapshotted."
+}
+
 variable "lxc_container_name" {
   type    = string
   default = "ts-image-build"

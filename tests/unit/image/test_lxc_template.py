@@ -66,3 +66,26 @@ def test_a_bad_cpu_weight_is_refused_before_anything_is_made(tmp_path: Path, wei
     assert f"--cpu-weight={weight} must be 1..10000" in proc.stderr
     assert not (tmp_path / "ct" / "rootfs").exists()
     assert (tmp_path / "ct" / "config").read_text() == "lxc.net.0.type = veth\n"
+
+
+def test_print_base_key_names_the_tarball_the_template_caches() -> None:
+    """The stage keys chain from this key (scripts/image_stages.py asks the template for it): it must be the
+    one the cached tarball is named by, for the same suite, mirror and packages."""
+    arch = subprocess.run(
+        ["dpkg", "--print-architecture"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    key = hashlib.sha256(f"{SUITE}|{MIRROR}|{PACKAGES}|{arch}".encode()).hexdigest()[:12]
+    argv = [
+        "bash",
+        str(TEMPLATE),
+        "--print-base-key",
+        "--suite",
+        SUITE,
+        "--mirror",
+        MIRROR,
+        "--packages",
+        PACKAGES,
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{SUITE}-{arch}-{key}\n"

@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
-"""Local image build time, cold vs warm, and image size: `make bench-image`.
+"""Local image build time and size: cold, warm, and warm after a change to the flavour's last role
+(`make bench-image`).
 
-Baseline: a cold build (empty cache directory: debootstrap, every .deb and wheel downloaded). Measured: a
-warm rebuild against the cache the cold build filled (cached root filesystem tarball, host apt archive and
-pip cache bind-mounted into the build container). Both run in one invocation, in a fresh cache directory, so
-the machine's real cache is neither used nor destroyed. Writes JSON to stdout and bench/results/.
+Runs, in one invocation and one fresh cache directory (the machine's real cache is neither used nor
+destroyed):
+
+1. cold: empty cache (debootstrap, every download; every stage runs and is snapshotted);
+2. warm, stage reuse off (IMAGE_STAGE_CACHE=0): cached root filesystem, apt, pip and artifacts, every stage
+   run again on the base; what any change cost before stage reuse, and the baseline of run 4;
+3. warm, nothing changed: every stage reused from its snapshot;
+4. warm, the last role changed: resumes from the snapshot of the stage before the flavour's last role and
+   runs that role alone. The change is made without editing the tree: IMAGE_STAGE_REBUILD=<last role> makes
+   the build run that stage and every later one again (the last role has none after it), which is the work a
+   change to its files causes; only the key its new snapshot is filed under differs.
+
+Writes JSON to stdout and bench/results/, and a PNG beside it (bench/support/plotting.py): each run's time,
+split into snapshot writing and the rest of the build.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.support.plotting import stacked_bars
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +46,20 @@ class Run:
     packer_artifact_bytes: int
     lab_rootfs_bytes: int
     cache_bytes: int
+    # The stage snapshots: how many stages the run reused and ran, the time spent writing snapshots (part of
+    # ``seconds``) and the bytes the stages directory holds after it.
+    stages_reused: int = 0
+    stages_run: int = 0
+    snapshot_seconds: float = 0.0
+    snapshot_bytes: int = 0
+
+
+def snapshot_records(cache: Path) -> dict[str, dict]:
+    """The stage snapshots' records in a cache directory, by file name."""
+    folder = cache / "stages"
+    if not folder.is_dir():
+        return {}
+    return {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
 
 
 def dir_bytes(path: Path) -> int:
@@ -40,7 +67,7 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def build(label: str, stack: str, flavour: str, out: Path, cache: Path) -> Run:
+def build(label: str, stack: str, flavour: str, out: Path, cache: Path, *extra: str) -> Run:
     """Time one end-to-end local build and measure what it produced."""
     cmd = [
         "make",
@@ -50,7 +77,9 @@ def build(label: str, stack: str, flavour: str, out: Path, cache: Path) -> Run:
         f"IMAGE_FLAVOUR={flavour}",
         f"IMAGE_OUT={out}",
         f"IMAGE_CACHE_DIR={cache}",
+        *extra,
     ]
+    before = snapshot_records(cache)
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - start
@@ -59,13 +88,39 @@ def build(label: str, stack: str, flavour: str, out: Path, cache: Path) -> Run:
         raise SystemExit(f"bench-image: {label} build failed ({proc.returncode})")
     local = out / f"local-{flavour}"
     builds = json.loads((local / "packer-manifest.json").read_text())["builds"]
+    written = [r for name, r in snapshot_records(cache).items() if before.get(name) != r]
+    plan_path = local / "stages.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
+    after = plan["resume"]["after"] if plan else 0
     return Run(
         label=label,
         seconds=round(seconds, 1),
         packer_artifact_bytes=(local / "packer" / "rootfs.tar.gz").stat().st_size,
         lab_rootfs_bytes=Path(builds[-1]["custom_data"]["lab_rootfs"]).stat().st_size,
         cache_bytes=dir_bytes(cache),
+        stages_reused=after,
+        stages_run=len(plan["stages"]) - after if plan else 0,
+        snapshot_seconds=round(sum(float(r.get("seconds", 0)) for r in written), 1),
+        snapshot_bytes=dir_bytes(cache / "stages") if (cache / "stages").is_dir() else 0,
     )
+
+
+def last_role(out: Path, flavour: str) -> str:
+    """The flavour's last stage on this build's OS (the plan the cold build wrote)."""
+    plan = json.loads((out / f"local-{flavour}" / "stages.json").read_text())
+    return str(plan["stages"][-1]["role"])
+
+
+def plot(runs: list[Run], target: Path, title: str) -> str:
+    """Each run's time, snapshot writing apart from the rest; the PNG's name or why none was drawn."""
+    bars = {
+        run.label: {
+            "snapshots written": run.snapshot_seconds,
+            "rest of the build": run.seconds - run.snapshot_seconds,
+        }
+        for run in runs
+    }
+    return stacked_bars(bars, target, title=title)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,25 +132,55 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         raise SystemExit("bench-image: LXC builds need root")
     work = Path(tempfile.mkdtemp(prefix="bench-image-", dir="/var/tmp"))
+    out, cache = work / "out", work / "cache"
     try:
-        cold = build("cold (empty cache: baseline)", args.stack, args.flavour, work / "out", work / "cache")
-        warm = build("warm (rootfs, apt, pip cached)", args.stack, args.flavour, work / "out", work / "cache")
+        cold = build("cold (empty cache: baseline)", args.stack, args.flavour, out, cache)
+        role = last_role(out, args.flavour)
+        no_reuse = build(
+            "warm, stage reuse off (rootfs, apt, pip cached)",
+            args.stack,
+            args.flavour,
+            out,
+            cache,
+            "IMAGE_STAGE_CACHE=0",
+        )
+        unchanged = build("warm, nothing changed (every stage reused)", args.stack, args.flavour, out, cache)
+        late = build(
+            f"warm, last role ({role}) changed",
+            args.stack,
+            args.flavour,
+            out,
+            cache,
+            f"IMAGE_STAGE_REBUILD={role}",
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stem = f"image_build-{when.replace(':', '')}"
+    args.results.mkdir(parents=True, exist_ok=True)
+    runs = [cold, no_reuse, unchanged, late]
     result = {
         "benchmark": "image_build",
-        "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "when": when,
         "stack": args.stack,
         "flavour": args.flavour,
         "cpus": os.cpu_count(),
+        "last_role": role,
         "baseline": asdict(cold),
-        "measured": asdict(warm),
-        "speedup": round(cold.seconds / warm.seconds, 2),
+        "measured": asdict(unchanged),
+        "speedup": round(cold.seconds / unchanged.seconds, 2),
+        # A change to the last role: with stage reuse against the best warm build without it.
+        "late_change": {
+            "baseline": asdict(no_reuse),
+            "measured": asdict(late),
+            "speedup": round(no_reuse.seconds / late.seconds, 2),
+            "target_seconds": 90,
+        },
+        "png": plot(runs, args.results / f"{stem}.png", f"make image-local {args.flavour}, {args.stack}"),
     }
     text = json.dumps(result, indent=2)
     print(text)
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / f"image_build-{result['when'].replace(':', '')}.json").write_text(text + "\n")
+    (args.results / f"{stem}.json").write_text(text + "\n")
     return 0
 
 

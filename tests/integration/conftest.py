@@ -7,7 +7,9 @@ import pytest
 from tests.support import link_exists, playbook
 
 # Fixtures that use host-wide state: the lab's containers, bridge and proxy, or LXC image builds.
-HOST_FIXTURES = frozenset({"lab_required", "lab", "lab_network", "slurm_lab", "local_image"})
+HOST_FIXTURES = frozenset(
+    {"lab_required", "lab", "lab_network", "slurm_lab", "local_image", "image_stage_builds"}
+)
 
 
 def _uses_the_host(item: pytest.Item) -> bool:

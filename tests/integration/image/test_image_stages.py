@@ -4,7 +4,9 @@ the stage before and runs only the last one; a third, with nothing changed, runs
 (the same roles, components and files as the first, self-check passed, no host identity), and the snapshots
 hold none of the bind-mounted caches.
 
-Three LXC builds (the first also snapshots about 3 GB): make test-slow runs it, as root.
+Three LXC builds (the first also snapshots about 3 GB): make test-slow runs it, as root. The builds use the
+build container's fixed name, so the fixture is one of the host's (tests/integration/conftest.py) and never
+runs beside another local build.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def plan_of(out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def image_stage_builds(tmp_path_factory: pytest.TempPathFactory) -> dict:
     if os.geteuid() != 0:
         pytest.skip("LXC image builds need root")
     root = tmp_path_factory.mktemp("stages")
@@ -109,8 +111,8 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"root": root, "cache": cache, "plan": plan, "outputs": (first, second, third)}
 
 
-def test_the_first_build_runs_and_snapshots_every_stage(builds: dict) -> None:
-    plan, (first, _, _) = builds["plan"], builds["outputs"]
+def test_the_first_build_runs_and_snapshots_every_stage(image_stage_builds: dict) -> None:
+    plan, (first, _, _) = image_stage_builds["plan"], image_stage_builds["outputs"]
     assert plan["resume"]["after"] == 0
     roles = [s["role"] for s in plan["stages"]]
     assert {"base", "slurm", "pytorch"} <= set(roles)
@@ -126,8 +128,12 @@ def test_the_first_build_runs_and_snapshots_every_stage(builds: dict) -> None:
     assert cached == []
 
 
-def test_a_damaged_last_snapshot_is_discarded_and_only_the_last_stage_runs(builds: dict) -> None:
-    root, plan, (_, second, _) = builds["root"], builds["plan"], builds["outputs"]
+def test_a_damaged_last_snapshot_is_discarded_and_only_the_last_stage_runs(image_stage_builds: dict) -> None:
+    root, plan, (_, second, _) = (
+        image_stage_builds["root"],
+        image_stage_builds["plan"],
+        image_stage_builds["outputs"],
+    )
     again = plan_of(root / "second")
     roles = [s["role"] for s in plan["stages"]]
     assert [s["key"] for s in again["stages"]] == [s["key"] for s in plan["stages"]]
@@ -145,8 +151,12 @@ def test_a_damaged_last_snapshot_is_discarded_and_only_the_last_stage_runs(build
     assert second_names == first_names
 
 
-def test_an_unchanged_build_reuses_every_stage(builds: dict) -> None:
-    root, plan, (_, _, third) = builds["root"], builds["plan"], builds["outputs"]
+def test_an_unchanged_build_reuses_every_stage(image_stage_builds: dict) -> None:
+    root, plan, (_, _, third) = (
+        image_stage_builds["root"],
+        image_stage_builds["plan"],
+        image_stage_builds["outputs"],
+    )
     again = plan_of(root / "third")
     assert again["resume"]["after"] == len(plan["stages"]) and again["discarded"] == []
     assert "stage runs:" not in third

@@ -8,7 +8,7 @@ source "lxc" "debian12" {
   # Unused by lxc-create in Packer 1.6.6 (our template writes the container config), but required by the builder.
   config_file         = "${local.packer_dir}/lxc/lxc.conf"
   template_name       = "${local.packer_dir}/lxc/lxc-trainstack-debian"
-  template_parameters = ["--suite", var.lxc_suite, "--mirror", var.lxc_mirror, "--cache-dir", var.lxc_cache_dir, "--cpu-weight", var.lxc_cpu_weight, "--rootfs-from", local.lxc_rootfs_from]
+  template_parameters = concat(["--suite", var.lxc_suite, "--mirror", var.lxc_mirror, "--cache-dir", var.lxc_cache_dir, "--cpu-weight", var.lxc_cpu_weight], local.lxc_rootfs_args)
   container_name      = var.lxc_container_name
   output_directory    = "${local.local_outdir}/packer"
   target_runlevel     = 3

@@ -27,6 +27,7 @@ locals {
 
   # The snapshot the local build container starts from (the stage plan's resume.snapshot; empty: the base).
   lxc_rootfs_from = var.image_stage_plan == "" ? "" : jsondecode(file(var.image_stage_plan)).resume.snapshot
+  lxc_rootfs_args = local.lxc_rootfs_from == "" ? [] : ["--rootfs-from", local.lxc_rootfs_from]
 
   ansible_env = [
     "ANSIBLE_CONFIG=${local.repo_root}/ansible.cfg",

@@ -223,6 +223,11 @@ variable "image_stage_plan" {
   type        = string
   default     = ""
   description = "Stage plan of the local build (make image-local writes it: scripts/image_stages.py): the build container starts from the snapshot it names and the playbook applies only the stages after it, snapshotting each. Empty: every stage runs on the debootstrap base, nothing is snapshotted."
+
+  validation {
+    condition     = var.image_stage_plan == "" ? true : fileexists(var.image_stage_plan)
+    error_message = "The image_stage_plan must be empty or a stage plan file that exists (make image-local writes it: scripts/image_stages.py)."
+  }
 }
 
 variable "lxc_container_name" {

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ansible.release import __version__ as ansible_core_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
@@ -108,6 +109,8 @@ def plan(args: argparse.Namespace, repo: Path = REPO) -> dict[str, Any]:
             "host_ca_certs": bool(args.host_ca_certs),
             "host_ca_cert_files": st.file_digests(Path("/"), [p.lstrip("/") for p in ca_files]),
             "image_cache_mounted": True,
+            # The modules every role calls (ansible.builtin's apt, pip, copy, ...) are ansible-core's.
+            "ansible_core": ansible_core_version,
         },
     )
     wheels = st.wheelhouse_listing(args.wheelhouse)

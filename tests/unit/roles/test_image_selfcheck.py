@@ -89,6 +89,13 @@ def test_generalize_removes_the_munge_key_and_holds_munge_back():
 def test_generalize_removes_random_seed_and_empties_machine_id():
     host = _yaml(ROLE / "defaults" / "main.yml")["image_selfcheck_host_secret_paths"]
     assert "/var/lib/systemd/random-seed" in host
+    # munged's PRNG seed: written by a munged that ran during the build (a build resumed from a stage snapshot
+    # boots with the build's munge key), and written again as munged stops, so munge is stopped first.
+    assert "/var/lib/munge/munged.seed" in host
+    names = [t["name"] for t in _yaml(ROLE / "tasks" / "generalize.yml")]
+    assert names.index("Stop the services that wait for a cluster secret") < names.index(
+        "Remove per-host secrets and cluster secrets a package generated during the build"
+    )
     tasks = _yaml(ROLE / "tasks" / "generalize.yml")
     (machine_id,) = [t for t in tasks if "machine id" in t["name"]]
     assert machine_id["ansible.builtin.copy"]["content"] == "" and machine_id["ansible.builtin.copy"][

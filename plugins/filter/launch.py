@@ -27,6 +27,19 @@ def partition_nodes(sinfo_lines: Iterable[str], partition: str = "") -> int:
     return output.partition_nodes([str(line) for line in sinfo_lines], str(partition or ""))
 
 
+def partition_problem(
+    sinfo_lines: Iterable[str], sinfo_error: str, nodes: int | str, partition: str = ""
+) -> str:
+    """Why the partition cannot take the job's nodes, '' when it can (see module_utils/launch/output.py)."""
+    try:
+        count = int(nodes)
+    except (TypeError, ValueError) as err:
+        raise AnsibleFilterError(f"partition_problem: nodes must be a whole number, got {nodes!r}") from err
+    return output.partition_problem(
+        [str(line) for line in sinfo_lines], str(sinfo_error or ""), count, str(partition or "")
+    )
+
+
 def staged_listing(stdout: str) -> dict[str, object]:
     """The marks and recorded options of stage.yml's listing (see module_utils/launch/output.py)."""
     return output.staged_listing(str(stdout))
@@ -113,6 +126,7 @@ class FilterModule:
             "close_matches": close_matches,
             "entrypoint_options": entrypoint_options,
             "partition_nodes": partition_nodes,
+            "partition_problem": partition_problem,
             "rules_refusal": rules_refusal,
             "staged_listing": staged_listing,
             "duration_seconds": duration_seconds,

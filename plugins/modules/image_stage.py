@@ -10,19 +10,19 @@ DOCUMENTATION = r"""
 module: image_stage
 short_description: Resume the local image build after its reused stages, and snapshot each stage it runs
 description:
-  - Runs on the controller that holds the LXC build container (C(delegate_to: localhost)), for
+  - "Runs on the controller that holds the LXC build container (C(delegate_to: localhost)), for
     C(playbooks/build_image.yml) when C(make image-local) planned the build's stages
-    (C(scripts/image_stages.py)).
-  - With O(state=resumed), reads the plan and the file the LXC template wrote beside the container's config
+    (C(scripts/image_stages.py))."
+  - "With O(state=resumed), reads the plan and the file the LXC template wrote beside the container's config
     (C(trainstack-rootfs-from): the snapshot the root filesystem came from, or C(base)), checks that the plan
     was made for the roles and variables of this build, and returns how many stages are reused. A plan made
     for other roles or variables, or a root filesystem from a snapshot the plan does not name, fails the build
     before any stage runs; a snapshot that did not extract (the template fell back to the base) makes every
-    stage run.
+    stage run."
   - With O(state=captured), writes the snapshot of stage O(index) from the container's root filesystem (the
     bind-mounted caches left out) under the plan's cache directory, then prunes the directory to the plan's
-    C(keep) snapshots, least recently used first. A snapshot that cannot be written is reported, not fatal:
-    the image itself does not depend on it.
+    C(keep) snapshots, least recently used first. A snapshot that cannot be written is reported, not fatal
+    (the image itself does not depend on it).
 version_added: 0.3.0
 author: trainstack maintainers (@trainstack)
 options:
@@ -99,8 +99,8 @@ note:
   returned: when O(state=resumed)
   type: str
 snapshot:
-  description: The snapshot written (O(state=captured)) or resumed from (O(state=resumed); empty: the
-    base).
+  description: The snapshot written (O(state=captured)) or resumed from (O(state=resumed)); empty when the
+    build starts from the base.
   returned: always
   type: str
 record:

@@ -11,13 +11,13 @@ module: launch_host_facts
 short_description: Read a launch host's OS, its image's record and its Slurm partition's nodes in one run
 description:
   - "A launch plans by three things on the host it runs from, which runs the cluster's image: its OS and
-    architecture (they pick a GPU node's lock), the test case environments its image baked (the image's record,
-    C(image.json)), and how many nodes the Slurm partition has. Each is a read, but each module run costs the
-    launch a round trip and a Python start on that host; this module reads all three in one."
+    architecture (they pick a GPU node's lock), the test case environments its image baked (the image's
+    record, C(image.json)), and how many nodes the Slurm partition has. Each is a read, but each module run
+    costs the launch a round trip and a Python start on that host; this module reads all three in one."
   - The OS facts are Ansible's own (the C(distribution), C(platform) and C(pkg_mgr) collectors that
     M(ansible.builtin.setup) runs), returned as facts so that later tasks of the play (the package manager's)
     find them as after C(setup).
-version_added: 0.1.0
+version_added: 0.2.0
 author: trainstack maintainers (@trainstack)
 options:
   os_facts:
@@ -32,7 +32,10 @@ options:
       - Not given, no record is read.
     type: path
   sinfo:
-    description: List the partitions and their node counts (C(sinfo --noheader --format='%P %D')).
+    description:
+      - List the partitions and their node counts (C(sinfo --noheader --format='%P %D')).
+      - A failing C(sinfo) (no Slurm on the host, no controller) is returned in RV(sinfo_error), not raised,
+        so that the launch refuses a bad request for what it is before it reports the partition.
     type: bool
     default: false
   partition:
@@ -68,10 +71,14 @@ testcase_envs:
   type: list
   elements: raw
 sinfo_lines:
-  description: C(sinfo)'s lines, C(<partition> <nodes>) each.
+  description: C(sinfo)'s lines, C(<partition> <nodes>) each; empty when it failed.
   returned: with O(sinfo=true)
   type: list
   elements: str
+sinfo_error:
+  description: Why C(sinfo) failed (its exit status and message); empty when it ran.
+  returned: with O(sinfo=true)
+  type: str
 """
 
 import json
@@ -126,6 +133,18 @@ def sinfo_argv(partition: str) -> list[str]:
     return ["sinfo", "--noheader", "--format=%P %D"] + ([f"--partition={partition}"] if partition else [])
 
 
+def read_sinfo(module: AnsibleModule, partition: str) -> tuple[list[str], str]:
+    """sinfo's lines, or why it failed: the caller decides when that stops the launch."""
+    try:
+        # handle_exceptions=False: a host without sinfo raises here instead of failing the module.
+        rc, out, err = module.run_command(sinfo_argv(partition), handle_exceptions=False)
+    except OSError as error:
+        return [], f"sinfo could not run: {error}"
+    if rc != 0:
+        return [], f"sinfo failed ({rc}): {err.strip() or out.strip()}"
+    return out.splitlines(), ""
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -144,11 +163,7 @@ def main() -> None:
         except ValueError as err:
             module.fail_json(msg=str(err))
     if p["sinfo"]:
-        argv = sinfo_argv(p["partition"])
-        rc, out, err = module.run_command(argv)
-        if rc != 0:
-            module.fail_json(msg=f"sinfo failed ({rc}): {err.strip() or out.strip()}", cmd=argv)
-        result["sinfo_lines"] = out.splitlines()
+        result["sinfo_lines"], result["sinfo_error"] = read_sinfo(module, p["partition"])
     if p["os_facts"]:
         result["ansible_facts"] = os_facts(module)
     module.exit_json(**result)

@@ -1,7 +1,8 @@
 # Copyright: trainstack maintainers
 # Apache License 2.0 (see galaxy.yml)
 """What the launch reads back from the commands it runs before and after a job: the partition's node count
-from ``sinfo``, the staging marks found and the options recorded beside them, the refusal a test case's own rules print, a local run's duration. Each was a Jinja
+from ``sinfo`` and whether it can take a job, the staging marks found and the options recorded beside them,
+the refusal a test case's own rules print, a local run's duration. Each was a Jinja
 expression in the role; here each is one function with its edge cases tested."""
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ def partition_nodes(sinfo_lines: list[str], partition: str = "") -> int:
         if name.endswith("*") if not partition else name.rstrip("*") == partition:
             total += int(fields[1])
     return total
+
+
+def partition_problem(sinfo_lines: list[str], sinfo_error: str, nodes: int, partition: str = "") -> str:
+    """Why the partition cannot take ``nodes`` nodes ('' when it can): sinfo could not be read, or the
+    partition (the default one when unnamed) has fewer nodes; the message quotes what sinfo printed."""
+    if sinfo_error:
+        return f"the partition could not be read: {sinfo_error}"
+    found = partition_nodes(sinfo_lines, partition)
+    if nodes <= found:
+        return ""
+    return (
+        f"{nodes} nodes requested but partition '{partition or 'default'}' has {found} "
+        f"({', '.join(sinfo_lines)})"
+    )
 
 
 # The line between the marks found and the recorded options' text in stage.yml's listing.

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from ansible_collections.trainstack.cluster.plugins.module_utils.image import stage_cache as sc
 
-from tests.support import REPO
+from tests.support import CURRENT_STACK_ID, REPO
 
 TEMPLATE = REPO / "packer" / "lxc" / "lxc-trainstack-debian"
 ROLES = ("base", "nccl", "slurm", "pytorch")
@@ -234,13 +234,13 @@ def plan(cache: Path, after: int) -> dict[str, Any]:
         "cache_dir": str(cache),
         "flavour": "slurm-gpu",
         "keep": 8,
-        "variables": {"flavour": "slurm-gpu", "stack": "ts-2026.12"},
+        "variables": {"flavour": "slurm-gpu", "stack": CURRENT_STACK_ID},
         "stages": stages,
         "resume": {"after": after, "snapshot": stages[after - 1]["snapshot"] if after else ""},
     }
 
 
-SETTINGS = {"flavour": "slurm-gpu", "stack": "ts-2026.12"}
+SETTINGS = {"flavour": "slurm-gpu", "stack": CURRENT_STACK_ID}
 
 
 def test_the_playbook_skips_the_stages_in_the_snapshot_it_was_started_from(tmp_path: Path) -> None:

@@ -134,7 +134,10 @@ def test_every_image_role_has_an_install_entry_point() -> None:
     names = {e["role"] for entries in flavours.values() for e in _flatten(entries)}
     missing = [n for n in sorted(names) if "install" not in entry_points(REPO / "roles" / n)]
     assert missing == []
-    apply = next(t for t in build["tasks"] if t["name"] == "Apply the flavour's roles")
+    # Each role is one stage (playbooks/tasks/image_stage.yml), applied through its install entry point.
+    stages = next(t for t in build["tasks"] if t["name"] == "Apply the flavour's roles, one stage each")
+    stage = yaml.safe_load((REPO / "playbooks" / stages["ansible.builtin.include_tasks"]).read_text())
+    apply = next(t for t in stage if t["name"] == "Apply the role of this stage")
     assert apply["ansible.builtin.include_role"]["tasks_from"] == "install"
 
 

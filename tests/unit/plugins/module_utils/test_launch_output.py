@@ -116,3 +116,30 @@ OPTIONS = "/shared/trainstack/payloads/pytorch-fsdp/.options-0123456789abcdef"
 )
 def test_staged_listing_splits_the_marks_from_the_recorded_options(stdout, marks, options) -> None:
     assert output.staged_listing(stdout) == {"marks": marks, "options": options}
+
+
+# ---------------------------------------------------------------- partition_problem
+
+
+@pytest.mark.parametrize(
+    ("nodes", "partition", "problem"),
+    [
+        (3, "", ""),
+        (4, "gpu", ""),
+        (4, "", "4 nodes requested but partition 'default' has 3 (compute* 2, compute* 1, gpu 4, debug 1)"),
+        (
+            2,
+            "missing",
+            "2 nodes requested but partition 'missing' has 0 (compute* 2, compute* 1, gpu 4, debug 1)",
+        ),
+    ],
+)
+def test_the_partition_problem_names_the_count_and_quotes_sinfo(
+    nodes: int, partition: str, problem: str
+) -> None:
+    assert output.partition_problem(SINFO, "", nodes, partition) == problem
+
+
+def test_a_partition_sinfo_could_not_read_is_a_problem_whatever_the_count() -> None:
+    error = "sinfo could not run: [Errno 2] No such file or directory: 'sinfo'"
+    assert output.partition_problem([], error, 1) == f"the partition could not be read: {error}"

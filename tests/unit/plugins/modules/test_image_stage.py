@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import LOCALHOST_ARGS, VENV_BIN, run
+from tests.support import CURRENT_STACK_ID, LOCALHOST_ARGS, VENV_BIN, run
 
 ROLES = ("base", "nccl", "slurm", "pytorch")
-SETTINGS = {"flavour": "slurm-gpu", "stack": "ts-2026.12", "pytorch_testcases": None}
+SETTINGS = {"flavour": "slurm-gpu", "stack": CURRENT_STACK_ID, "pytorch_testcases": None}
 
 
 def image_stage(**args: Any) -> subprocess.CompletedProcess[str]:

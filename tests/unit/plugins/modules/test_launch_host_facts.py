@@ -40,13 +40,19 @@ def run(capsys: pytest.CaptureFixture[str], **args: Any) -> dict[str, Any]:
 def test_reads_setups_facts_the_record_and_the_partition_in_one_run(tmp_path, sinfo, capsys) -> None:
     envs = [{"case": "pytorch/fsdp", "key": "0123456789abcdef", "path": "/opt/trainstack/envs/fsdp"}]
     record = tmp_path / "image.json"
-    record.write_text(json.dumps({"stack": "ts-2026.12", "testcase_envs": envs}))
+    record.write_text(json.dumps({"testcase_envs": envs}))
     res = run(capsys, image_record=str(record), sinfo=True, partition="debug")
     assert (res["image_record_found"], res["testcase_envs"], res["changed"]) == (True, envs, False), res
-    assert res["sinfo_lines"] == ["debug* 2"]
+    assert (res["sinfo_lines"], res["sinfo_error"]) == (["debug* 2"], "")
     assert sinfo.read_text().split() == ["--noheader", "--format=%P", "%D", "--partition=debug"]
     facts = res["ansible_facts"]
-    for key in ("distribution", "distribution_version", "distribution_major_version", "os_family", "architecture"):
+    for key in (
+        "distribution",
+        "distribution_version",
+        "distribution_major_version",
+        "os_family",
+        "architecture",
+    ):
         assert facts[f"ansible_{key}"], key
     assert facts["ansible_pkg_mgr"] != "unknown"
     assert "module_setup" not in facts
@@ -80,8 +86,17 @@ def test_an_unreadable_record_fails(tmp_path, capsys) -> None:
     assert res["failed"] and "cannot be read" in res["msg"], res
 
 
-def test_sinfo_failing_fails_the_task_with_its_message(sinfo, capsys, monkeypatch) -> None:
+def test_a_failing_sinfo_is_reported_not_raised(sinfo, capsys, monkeypatch) -> None:
+    """The launch checks the request first; the partition check then names sinfo's failure."""
     monkeypatch.setenv("SINFO_FAIL", "1")
     res = run(capsys, sinfo=True, os_facts=False)
-    assert res["failed"] and "Unable to contact slurm controller" in res["msg"], res
+    assert not res.get("failed") and res["sinfo_lines"] == [], res
+    assert res["sinfo_error"] == "sinfo failed (1): slurm_load_partitions: Unable to contact slurm controller"
     assert sinfo.read_text().split() == ["--noheader", "--format=%P", "%D"]
+
+
+def test_a_host_without_sinfo_is_reported_not_raised(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    res = run(capsys, sinfo=True, os_facts=False)
+    assert not res.get("failed") and res["sinfo_lines"] == [], res
+    assert res["sinfo_error"].startswith("sinfo could not run: ")

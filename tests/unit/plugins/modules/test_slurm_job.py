@@ -324,7 +324,7 @@ def test_submits_when_none_is_queued_and_follows_the_new_id(slurm, run_module) -
     assert ["sbatch", "--parsable", "--job-name=fsdp-tiny", "/tmp/job.sbatch"] in slurm.calls
 
 
-def test_script_content_is_written_into_a_new_run_directory_before_sbatch(slurm, run_module, tmp_path) -> None:
+def test_script_content_is_written_into_a_new_run_directory_first(slurm, run_module, tmp_path) -> None:
     """One module run writes the script (its directory made) and submits it: sbatch finds the file whole."""
     no_accounting(slurm)
     slurm.on("squeue", {"out": ""}, match=("--name",))

@@ -742,10 +742,10 @@ def launch_plan(
         "checkpoints": checkpoint_dir(r, root),
         "containers": f"{root}/containers",
         "local_tar": f"{tmpdir or '/tmp'}/trainstack-payload-{flat}.tar",
-        "include_tar_args": [
-            word
+        # Each included package goes into the payload beside the entrypoint, under its own name.
+        "payload_includes": [
+            {"directory": f"{catalog}/{os.path.dirname(item)}", "name": os.path.basename(item)}
             for item in includes
-            for word in (f"--directory={catalog}/{os.path.dirname(item)}", os.path.basename(item))
         ],
         "builds_venv": builds_venv,
         "target": where["target"],

@@ -202,10 +202,10 @@ def test_close_matches_rank_best_first_and_keep_three() -> None:
 
 def test_included_packages_are_packed_beside_the_entrypoint() -> None:
     """A case imports the shared training library: the tar gets it as a member from its own parent."""
-    args = render("{{ __training_job_plan.include_tar_args }}", "torchtitan/llama")
-    assert args == [f"--directory={ROLE / '..' / '..' / 'testcases'}/common", "trainstack_train"]
-    assert render("{{ __training_job_plan.include_tar_args }}") == args
-    assert render("{{ __training_job_plan.include_tar_args }}", "nccl/collectives") == []
+    args = render("{{ __training_job_plan.payload_includes }}", "torchtitan/llama")
+    assert args == [{"directory": f"{ROLE / '..' / '..' / 'testcases'}/common", "name": "trainstack_train"}]
+    assert render("{{ __training_job_plan.payload_includes }}") == args
+    assert render("{{ __training_job_plan.payload_includes }}", "nccl/collectives") == []
     assert failed("request", "torchtitan/llama") == []
 
 

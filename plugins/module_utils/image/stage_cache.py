@@ -255,7 +255,8 @@ def capture(
         with open(part, "wb") as out:
             os.chmod(part, 0o600)
             with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
-                assert proc.stdout is not None and proc.stderr is not None
+                if proc.stdout is None or proc.stderr is None:  # both are PIPE, so never here
+                    raise OSError("tar's output pipes were not opened")
                 for chunk in iter(lambda: proc.stdout.read(CHUNK), b""):
                     sha.update(chunk)
                     out.write(chunk)

@@ -10,12 +10,11 @@ the parse and the write happen in the controller's process; the parse is module_
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.trainstack.cluster.plugins.module_utils.files.atomic import write_text_atomic
 from ansible_collections.trainstack.cluster.plugins.module_utils.launch import output
 
 ARGS = ("log", "dest")
@@ -34,15 +33,7 @@ def write_if_changed(path: str, text: str) -> bool:
                 return False
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=".attempts-", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomic(path, text, 0o644)
     return True
 
 

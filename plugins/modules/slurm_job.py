@@ -215,12 +215,11 @@ cancelled:
   elements: str
 """
 
-import os
-import tempfile
 import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.trainstack.cluster.plugins.module_utils.files.atomic import write_text_atomic
 from ansible_collections.trainstack.cluster.plugins.module_utils.slurm.slurm_jobs import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -333,18 +332,8 @@ def _run(module: AnsibleModule, argv: list[str], cwd: str | None = None) -> str:
 def write_script(module: AnsibleModule, path: str, content: str) -> None:
     """Write the batch script beside where it runs, whole or not at all: a temporary file in the same
     directory, renamed over the path, so that sbatch never reads a half-written script."""
-    directory = os.path.dirname(path) or "."
     try:
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".job-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(content)
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_text_atomic(path, content, 0o755, dir_mode=0o755)
     except OSError as err:
         module.fail_json(msg=f"could not write the batch script {path}: {err}. Nothing was submitted.")
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from typing import Any
+
+from ansible_collections.trainstack.cluster.plugins.module_utils.files.atomic import write_text_atomic
 
 
 class RegistryAuthError(ValueError):
@@ -55,16 +56,5 @@ def write(path: str, host: str, username: str, password: str, dry_run: bool = Fa
         return True
     auths[host] = wanted
     text = json.dumps({**data, "auths": auths}, indent=2, sort_keys=True) + "\n"
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".auth-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, text, 0o600, dir_mode=0o700)
     return True
